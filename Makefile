@@ -1,0 +1,43 @@
+# The two commands of the README: `make demo` and `make test`.
+# Each creates .venv when it is missing and installs the project into it.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+DEMO_STAMP := $(VENV)/.installed-demo
+
+.PHONY: demo test lint types unit bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[server]"
+	touch $@
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@ $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	$(BIN)/python -m jetstream demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check jetstream tests benchmarks
+	$(BIN)/ruff format --check jetstream tests benchmarks
+
+types: $(STAMP)
+	$(BIN)/mypy --strict jetstream
+
+test: lint types
+	$(BIN)/python -m pytest -q
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,215 @@
+"""The one exception tree of the package.
+
+Every error says what was asked and what came back. Errors raised for bad
+input (``BadSubjectError``, ``MaxPayloadError``, ``BadHeaderError``) also
+subclass ``ValueError`` and are raised before anything is written to the
+socket. ``TimeoutError`` also subclasses the builtin ``TimeoutError`` (which is
+``asyncio.TimeoutError`` on Python 3.11+).
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any, ClassVar
+
+__all__ = [
+    "AuthorizationError",
+    "BadHeaderError",
+    "BadSubjectError",
+    "ConnectionClosedError",
+    "ConsumerDeletedError",
+    "ConsumerNotFoundError",
+    "DigestMismatchError",
+    "JetStreamApiError",
+    "JetStreamError",
+    "JetStreamNotEnabledError",
+    "KeyNotFoundError",
+    "KeyValueError",
+    "KeyWrongLastSequenceError",
+    "MaxPayloadError",
+    "MessageNotFoundError",
+    "MsgAlreadyAckedError",
+    "NatsError",
+    "NoHeartbeatError",
+    "NoRespondersError",
+    "NoServersError",
+    "ObjectNotFoundError",
+    "ObjectStoreError",
+    "PermissionsError",
+    "ProtocolError",
+    "SlowConsumerError",
+    "StaleConnectionError",
+    "StreamNameInUseError",
+    "StreamNotFoundError",
+    "TimeoutError",
+    "WrongLastMsgIdError",
+    "WrongLastSequenceError",
+]
+
+
+class NatsError(Exception):
+    """Root of every error this package raises."""
+
+
+class ProtocolError(NatsError):
+    """The server sent bytes that break the NATS protocol; fatal to that connection."""
+
+
+class ConnectionClosedError(NatsError):
+    """The connection is closed (or draining) and cannot do what was asked."""
+
+
+class NoServersError(NatsError):
+    """No server in the pool could be reached; ``__cause__`` holds the last failure."""
+
+
+class AuthorizationError(NatsError):
+    """The server refused the credentials ('Authorization Violation' and kin)."""
+
+
+class PermissionsError(NatsError):
+    """The server refused a publish or subscribe on a subject ('Permissions Violation')."""
+
+
+class StaleConnectionError(NatsError):
+    """The server stopped answering PINGs; the connection is treated as dead."""
+
+
+class TimeoutError(NatsError, builtins.TimeoutError):
+    """An operation did not complete in time (also an ``asyncio.TimeoutError``)."""
+
+
+class NoRespondersError(NatsError):
+    """A request found no subscriber on its subject (a 503 status)."""
+
+
+class SlowConsumerError(NatsError):
+    """A subscription's pending limits were passed; messages were dropped.
+
+    Reported through the error callback once per episode, not raised.
+    """
+
+    def __init__(self, subject: str, sid: int, dropped_msgs: int, dropped_bytes: int) -> None:
+        super().__init__(
+            f"slow consumer on {subject!r} (sid {sid}): {dropped_msgs} message(s), "
+            f"{dropped_bytes} byte(s) dropped"
+        )
+        self.subject = subject
+        self.sid = sid
+        self.dropped_msgs = dropped_msgs
+        self.dropped_bytes = dropped_bytes
+
+
+class BadSubjectError(NatsError, ValueError):
+    """A subject, reply subject or queue name is invalid; nothing was sent."""
+
+
+class BadHeaderError(NatsError, ValueError):
+    """A header key or value cannot be encoded (CR, LF, or a bad key); nothing was sent."""
+
+
+class MaxPayloadError(NatsError, ValueError):
+    """The message is larger than the server's max_payload; nothing was sent."""
+
+
+class JetStreamError(NatsError):
+    """Root of the JetStream errors."""
+
+
+class JetStreamApiError(JetStreamError):
+    """The JetStream API answered with an error.
+
+    ``JetStreamApiError.from_api(code, err_code, description)`` returns the most
+    specific registered subclass for ``err_code``, or this class itself when the
+    code is unknown (the code is kept either way).
+    """
+
+    _registry: ClassVar[dict[int, type[JetStreamApiError]]] = {}
+    err_codes: ClassVar[tuple[int, ...]] = ()
+
+    def __init_subclass__(cls, err_codes: tuple[int, ...] = (), **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if err_codes:
+            cls.err_codes = err_codes
+            for code in err_codes:
+                JetStreamApiError._registry[code] = cls
+
+    def __init__(self, code: int, err_code: int, description: str, *, request: str = "") -> None:
+        where = f" (request {request})" if request else ""
+        super().__init__(f"{description} [code {code}, err_code {err_code}]{where}")
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+        self.request = request
+
+    @classmethod
+    def from_api(
+        cls, code: int, err_code: int, description: str, *, request: str = ""
+    ) -> JetStreamApiError:
+        """Build the most specific error for ``err_code``."""
+        kind = JetStreamApiError._registry.get(err_code, JetStreamApiError)
+        return kind(code, err_code, description, request=request)
+
+
+class JetStreamNotEnabledError(JetStreamApiError, err_codes=(10076, 10039)):
+    """JetStream is not enabled on the server or for the account."""
+
+
+class StreamNotFoundError(JetStreamApiError, err_codes=(10059,)):
+    """No stream with that name."""
+
+
+class StreamNameInUseError(JetStreamApiError, err_codes=(10058,)):
+    """A stream with that name exists with a different configuration."""
+
+
+class ConsumerNotFoundError(JetStreamApiError, err_codes=(10014,)):
+    """No consumer with that name."""
+
+
+class MessageNotFoundError(JetStreamApiError, err_codes=(10037,)):
+    """No message at that sequence or for that subject."""
+
+
+class WrongLastSequenceError(JetStreamApiError, err_codes=(10071, 10164)):
+    """An expected-last-sequence check failed."""
+
+
+class WrongLastMsgIdError(JetStreamApiError, err_codes=(10070,)):
+    """An expected-last-msg-id check failed."""
+
+
+class ConsumerDeletedError(JetStreamError):
+    """The consumer was deleted while messages were being pulled (409 status)."""
+
+
+class NoHeartbeatError(JetStreamError):
+    """No message or heartbeat arrived within twice the idle heartbeat interval."""
+
+
+class MsgAlreadyAckedError(JetStreamError):
+    """The message was already acknowledged (ack, nak or term); nothing was sent."""
+
+
+class KeyValueError(JetStreamError):
+    """Root of the KeyValue errors."""
+
+
+class KeyNotFoundError(KeyValueError):
+    """The key does not exist, or its last operation deleted or purged it."""
+
+
+class KeyWrongLastSequenceError(KeyValueError, WrongLastSequenceError):
+    """A compare-and-set on a key found another revision."""
+
+
+class ObjectStoreError(JetStreamError):
+    """Root of the ObjectStore errors."""
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """No object with that name (or it was deleted)."""
+
+
+class DigestMismatchError(ObjectStoreError):
+    """The object's content does not match its recorded size or SHA-256 digest."""

@@ -1,0 +1,1 @@
+"""Sans-IO NATS wire protocol: bytes in, ops out; commands out as bytes. No asyncio, no socket."""
