@@ -20,6 +20,7 @@ __all__ = [
     "ConsumerDeletedError",
     "ConsumerNotFoundError",
     "DigestMismatchError",
+    "DisconnectedError",
     "JetStreamApiError",
     "JetStreamError",
     "JetStreamNotEnabledError",
@@ -37,11 +38,13 @@ __all__ = [
     "ObjectStoreError",
     "PermissionsError",
     "ProtocolError",
+    "ReconnectBufferFullError",
     "SlowConsumerError",
     "StaleConnectionError",
     "StreamNameInUseError",
     "StreamNotFoundError",
     "TimeoutError",
+    "TlsError",
     "WrongLastMsgIdError",
     "WrongLastSequenceError",
 ]
@@ -213,3 +216,19 @@ class ObjectNotFoundError(ObjectStoreError):
 
 class DigestMismatchError(ObjectStoreError):
     """The object's content does not match its recorded size or SHA-256 digest."""
+
+
+class DisconnectedError(ConnectionClosedError):
+    """The connection was lost while waiting for an answer.
+
+    The request may or may not have reached the server; the client reconnects
+    on its own. JetStream publishes with a msg id can be retried safely.
+    """
+
+
+class ReconnectBufferFullError(NatsError):
+    """Disconnected, and the buffer for publishes made meanwhile is full; nothing was queued."""
+
+
+class TlsError(NatsError):
+    """The TLS handshake failed (certificate, hostname or protocol)."""

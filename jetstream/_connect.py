@@ -1,0 +1,188 @@
+"""``connect()``: options in, a connected ``Client`` out."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._servers import ServerPool
+from .auth import Credentials, load_creds_file
+from .errors import AuthorizationError
+from .protocol.ops import Info
+from .subscription import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
+
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ["Callback", "connect"]
+
+Callback = Callable[..., Awaitable[None] | None]
+
+
+@dataclass(frozen=True)
+class _Options:
+    name: str | None
+    credentials: Credentials
+    tls: ssl.SSLContext | None
+    tls_hostname: str | None
+    tls_first: bool
+    connect_timeout: float
+    allow_reconnect: bool
+    max_reconnect_attempts: int
+    reconnect_time_wait: float
+    reconnect_jitter: float
+    reconnect_jitter_tls: float
+    reconnect_buf_size: int
+    ping_interval: float
+    max_outstanding_pings: int
+    no_echo: bool
+    retry_on_failed_connect: bool
+    pending_msgs_limit: int
+    pending_bytes_limit: int
+    inbox_prefix: str
+    error_cb: Callback | None
+    disconnected_cb: Callback | None
+    reconnected_cb: Callback | None
+    closed_cb: Callback | None
+    discovered_server_cb: Callback | None
+    lame_duck_cb: Callback | None
+    reconnect_to_server_cb: Callable[[list[str], Info | None], tuple[str, float] | None] | None
+
+
+class _Connect:
+    """What ``connect()`` returns: await it, or use it as ``async with``."""
+
+    def __init__(self, pool: ServerPool, options: _Options) -> None:
+        self._pool = pool
+        self._options = options
+        self._client: Client | None = None
+
+    async def _run(self) -> Client:
+        from .client import Client
+
+        client = Client(self._pool, self._options)
+        await client._start()
+        return client
+
+    def __await__(self) -> Generator[Any, None, Client]:
+        return self._run().__await__()
+
+    async def __aenter__(self) -> Client:
+        self._client = await self._run()
+        return self._client
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+def connect(
+    servers: str | Sequence[str] = "nats://127.0.0.1:4222",
+    *,
+    name: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    token: str | None = None,
+    nkeys_seed: str | bytes | None = None,
+    nkeys_seed_file: str | None = None,
+    creds: str | None = None,
+    tls: ssl.SSLContext | None = None,
+    tls_hostname: str | None = None,
+    tls_handshake_first: bool = False,
+    connect_timeout: float = 2.0,
+    allow_reconnect: bool = True,
+    max_reconnect_attempts: int = 60,
+    reconnect_time_wait: float = 2.0,
+    reconnect_jitter: float = 0.1,
+    reconnect_jitter_tls: float = 1.0,
+    reconnect_buf_size: int = 8 * 1024 * 1024,
+    ping_interval: float = 120.0,
+    max_outstanding_pings: int = 2,
+    no_echo: bool = False,
+    dont_randomize: bool = False,
+    retry_on_failed_connect: bool = False,
+    pending_msgs_limit: int = DEFAULT_PENDING_MSGS,
+    pending_bytes_limit: int = DEFAULT_PENDING_BYTES,
+    inbox_prefix: str = "_INBOX",
+    error_cb: Callback | None = None,
+    disconnected_cb: Callback | None = None,
+    reconnected_cb: Callback | None = None,
+    closed_cb: Callback | None = None,
+    discovered_server_cb: Callback | None = None,
+    lame_duck_cb: Callback | None = None,
+    reconnect_to_server_cb: (
+        Callable[[list[str], Info | None], tuple[str, float] | None] | None
+    ) = None,
+) -> _Connect:
+    """Connect to NATS. ``await connect(...)`` or ``async with connect(...) as nc``.
+
+    Args:
+        servers: one URL or several (``nats://``, ``tls://``, ``host:port``, IPv6 in
+            brackets); tried in random order unless ``dont_randomize``. Credentials in
+            a URL (``nats://user:pass@host`` or ``nats://token@host``) apply to it.
+        user, password, token: simple credentials.
+        nkeys_seed, nkeys_seed_file: an nkey user seed (needs the ``nkeys`` extra).
+        creds: a ``.creds`` file with a user JWT and its seed.
+        tls: an ``SSLContext``; also implied by ``tls://`` or a server requiring TLS.
+            Certificates and hostnames are verified by default.
+        tls_handshake_first: do TLS before the server's INFO (servers set to handshake_first).
+        connect_timeout: seconds for each connection attempt, handshake included.
+        max_reconnect_attempts: per server; -1 tries forever.
+        reconnect_time_wait: seconds between attempts on the same server (plus jitter).
+        reconnect_buf_size: bytes of publishes kept while disconnected.
+        ping_interval, max_outstanding_pings: how a dead link is detected.
+        retry_on_failed_connect: when no server answers at first, return a client that
+            keeps trying in the background instead of raising.
+        error_cb and the other callbacks: plain functions or coroutine functions.
+
+    Raises:
+        NoServersError: no server could be reached (the last failure is the cause).
+        AuthorizationError: the server refused the credentials.
+    """
+    urls = [servers] if isinstance(servers, str) else list(servers)
+    urls = [u for part in urls for u in part.split(",") if u.strip()]
+    pool = ServerPool(urls, randomize=not dont_randomize)
+    seed: bytes | None = None
+    jwt: str | None = None
+    if creds is not None:
+        jwt, seed = load_creds_file(creds)
+    elif nkeys_seed_file is not None:
+        try:
+            with open(nkeys_seed_file, "rb") as f:
+                seed = f.read().strip()
+        except OSError as exc:
+            raise AuthorizationError(f"cannot read nkey seed file: {exc.strerror}") from None
+    elif nkeys_seed is not None:
+        seed = nkeys_seed.encode() if isinstance(nkeys_seed, str) else nkeys_seed
+    credentials = Credentials(user=user, password=password, token=token, nkey_seed=seed, jwt=jwt)
+    options = _Options(
+        name=name,
+        credentials=credentials,
+        tls=tls,
+        tls_hostname=tls_hostname,
+        tls_first=tls_handshake_first,
+        connect_timeout=connect_timeout,
+        allow_reconnect=allow_reconnect,
+        max_reconnect_attempts=max_reconnect_attempts,
+        reconnect_time_wait=reconnect_time_wait,
+        reconnect_jitter=reconnect_jitter,
+        reconnect_jitter_tls=reconnect_jitter_tls,
+        reconnect_buf_size=reconnect_buf_size,
+        ping_interval=ping_interval,
+        max_outstanding_pings=max_outstanding_pings,
+        no_echo=no_echo,
+        retry_on_failed_connect=retry_on_failed_connect,
+        pending_msgs_limit=pending_msgs_limit,
+        pending_bytes_limit=pending_bytes_limit,
+        inbox_prefix=inbox_prefix,
+        error_cb=error_cb,
+        disconnected_cb=disconnected_cb,
+        reconnected_cb=reconnected_cb,
+        closed_cb=closed_cb,
+        discovered_server_cb=discovered_server_cb,
+        lame_duck_cb=lame_duck_cb,
+        reconnect_to_server_cb=reconnect_to_server_cb,
+    )
+    return _Connect(pool, options)

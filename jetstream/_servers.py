@@ -1,0 +1,148 @@
+"""The server pool: URL parsing, order, discovery and reconnect bookkeeping."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+__all__ = ["Server", "ServerPool", "parse_server"]
+
+DEFAULT_PORT = 4222
+
+
+@dataclass(eq=False)
+class Server:
+    """One server address, with the secrets its URL carried kept out of repr and str."""
+
+    scheme: str
+    host: str
+    port: int
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    discovered: bool = False
+    did_connect: bool = False
+    #: failed attempts since the last successful connect
+    attempts: int = 0
+    #: loop time of the last attempt
+    last_attempt: float = -1e9
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.host.lower(), self.port)
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "tls"
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"<Server {self}>"
+
+
+def parse_server(url: str) -> Server:
+    """Parse ``nats://[user[:pass]@]host[:port]``, ``tls://...``, ``host:port`` or ``host``.
+
+    IPv6 literals go in brackets (``nats://[::1]:4222``). A lone userinfo part
+    without a password is a token.
+
+    Raises:
+        ValueError: the URL cannot be understood (the message never shows its userinfo).
+    """
+    text = url.strip()
+    if "://" not in text:
+        text = "nats://" + text
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    if scheme not in ("nats", "tls"):
+        raise ValueError(f"unsupported scheme {scheme!r} in server URL (use nats:// or tls://)")
+    try:
+        port = parts.port or DEFAULT_PORT
+    except ValueError:
+        raise ValueError(f"bad port in server URL for host {parts.hostname!r}") from None
+    host = parts.hostname
+    if not host:
+        raise ValueError("server URL has no host")
+    user = password = token = None
+    if parts.username is not None:
+        if parts.password is not None:
+            user, password = unquote(parts.username), unquote(parts.password)
+        else:
+            token = unquote(parts.username)
+    return Server(scheme, host, port, user, password, token)
+
+
+class ServerPool:
+    """The servers the client may connect to, in the order it tries them."""
+
+    def __init__(self, urls: Sequence[str], *, randomize: bool = True) -> None:
+        servers = [parse_server(u) for u in urls]
+        if not servers:
+            raise ValueError("no server given")
+        if randomize:
+            random.shuffle(servers)
+        self.servers: list[Server] = []
+        for s in servers:
+            if self._find(s.key) is None:
+                self.servers.append(s)
+        self.randomize = randomize
+
+    def _find(self, key: tuple[str, int]) -> Server | None:
+        for s in self.servers:
+            if s.key == key:
+                return s
+        return None
+
+    def find(self, url: str) -> Server | None:
+        """The pool's entry for ``url``, if any."""
+        return self._find(parse_server(url).key)
+
+    def next(self, max_attempts: int) -> Server | None:
+        """Rotate: the first server that may still be tried moves to the back and is returned."""
+        for _ in range(len(self.servers)):
+            s = self.servers.pop(0)
+            self.servers.append(s)
+            if max_attempts < 0 or s.attempts < max_attempts:
+                return s
+        # Every server ran out of attempts.
+        return None
+
+    def add_discovered(self, urls: Iterable[str], *, template: Server | None) -> list[Server]:
+        """Add servers learned from INFO connect_urls; returns the new ones."""
+        added: list[Server] = []
+        for u in urls:
+            try:
+                s = parse_server(u)
+            except ValueError:
+                continue
+            if self._find(s.key) is not None:
+                continue
+            s.discovered = True
+            if template is not None:
+                s.scheme = template.scheme
+            added.append(s)
+        if added:
+            if self.randomize:
+                random.shuffle(added)
+            self.servers.extend(added)
+        return added
+
+    def replace(self, urls: Sequence[str]) -> None:
+        """Set a new list of servers (keeping the bookkeeping of those already known)."""
+        new: list[Server] = []
+        for u in urls:
+            s = parse_server(u)
+            old = self._find(s.key)
+            new.append(old if old is not None else s)
+        if not new:
+            raise ValueError("no server given")
+        self.servers = new
+
+    def urls(self) -> list[str]:
+        """The pool as URLs without credentials."""
+        return [str(s) for s in self.servers]

@@ -1,0 +1,345 @@
+"""The core client against a real nats-server: publish, subscribe, request, flush, drain."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import jetstream
+from jetstream import (
+    BadHeaderError,
+    BadSubjectError,
+    ConnectionClosedError,
+    MaxPayloadError,
+    Msg,
+    NoRespondersError,
+    SlowConsumerError,
+)
+from jetstream import TimeoutError as NatsTimeoutError
+from jetstream.embedded import NatsServer
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_publish_subscribe_iterate(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe("greet.*")
+        await nc.flush()
+        for i in range(5):
+            await nc.publish(f"greet.{i}", f"hello {i}".encode(), headers={"k": str(i)})
+        got = [await sub.next_msg(timeout=5) for _ in range(5)]
+        assert [m.subject for m in got] == [f"greet.{i}" for i in range(5)]
+        assert [m.data for m in got] == [f"hello {i}".encode() for i in range(5)]
+        assert [m.headers["k"] for m in got] == [str(i) for i in range(5)]
+        assert nc.stats.out_msgs == 5
+        assert nc.stats.in_msgs == 5
+    assert nc.is_closed
+
+
+async def test_await_connect_and_close(nats_url: str) -> None:
+    nc = await jetstream.connect(nats_url, name="plain")
+    assert nc.is_connected
+    assert nc.server_info is not None and nc.server_info.headers
+    assert nc.connected_url == nats_url
+    await nc.close()
+    assert nc.is_closed
+    with pytest.raises(ConnectionClosedError):
+        await nc.publish("x", b"")
+
+
+async def test_empty_binary_and_multi_value_headers(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe("bin")
+        payload = bytes(range(256)) * 4 + b"\r\nMSG x 1 2\r\n"
+        await nc.publish("bin", b"")
+        await nc.publish("bin", payload, headers={"a": ["1", "2"], "B-Key": "x y"})
+        m1 = await sub.next_msg(timeout=5)
+        m2 = await sub.next_msg(timeout=5)
+        assert m1.data == b"" and not m1.headers
+        assert m2.data == payload
+        assert m2.headers.get_all("a") == ["1", "2"]
+        assert m2.headers["B-Key"] == "x y"
+
+
+async def test_queue_group_splits_messages(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        a = await nc.subscribe("work", queue="q")
+        b = await nc.subscribe("work", queue="q")
+        await nc.flush()
+        for i in range(200):
+            await nc.publish("work", str(i).encode())
+        await nc.flush()
+        seen: list[bytes] = []
+        for sub in (a, b):
+            while sub.pending_msgs:
+                seen.append((await sub.next_msg(timeout=1)).data)
+        # every message to exactly one member, and both got some
+        assert sorted(seen, key=int) == [str(i).encode() for i in range(200)]
+        assert a.received > 0 and b.received > 0
+
+
+async def test_callbacks_run_in_order_sync_and_async(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        sync_seen: list[int] = []
+        async_seen: list[int] = []
+        done = asyncio.Event()
+
+        def on_sync(msg: Msg) -> None:
+            sync_seen.append(int(msg.data))
+
+        async def on_async(msg: Msg) -> None:
+            await asyncio.sleep(0)
+            async_seen.append(int(msg.data))
+            if len(async_seen) == 100:
+                done.set()
+
+        await nc.subscribe("cb", cb=on_sync)
+        await nc.subscribe("cb", cb=on_async)
+        await nc.flush()
+        for i in range(100):
+            await nc.publish("cb", str(i).encode())
+        async with asyncio.timeout(10):
+            await done.wait()
+        await nc.flush()
+        assert sync_seen == list(range(100))
+        assert async_seen == list(range(100))
+
+
+async def test_max_msgs_auto_unsubscribes(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe("limited", max_msgs=3)
+        await nc.flush()
+        for i in range(10):
+            await nc.publish("limited", str(i).encode())
+        got = [m.data async for m in sub]
+        assert got == [b"0", b"1", b"2"]
+        assert sub.closed
+        # the server forgot it too
+        await nc.flush()
+        assert sub.sid not in nc._subs
+
+
+async def test_unsubscribe_ends_iteration(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe("u")
+        await nc.publish("u", b"1")
+        await nc.flush()
+        await sub.unsubscribe()
+        await nc.publish("u", b"2")
+        await nc.flush()
+        assert [m.data async for m in sub] == [b"1"]
+        with pytest.raises(ConnectionClosedError):
+            await sub.next_msg(timeout=0.1)
+
+
+async def test_request_reply_and_no_responders(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+
+        async def echo(msg: Msg) -> None:
+            await msg.respond(b"re:" + msg.data, headers={"h": "v"})
+
+        await nc.subscribe("svc", cb=echo)
+        await nc.flush()
+        replies = await asyncio.gather(
+            *(nc.request("svc", str(i).encode(), timeout=5) for i in range(50))
+        )
+        assert [r.data for r in replies] == [f"re:{i}".encode() for i in range(50)]
+        assert replies[0].headers["h"] == "v"
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        with pytest.raises(NoRespondersError, match="nobody.here"):
+            await nc.request("nobody.here", b"x", timeout=10)
+        assert loop.time() - t0 < 5  # at once, not after the timeout
+        assert nc._mux is not None and not nc._mux.waiters
+
+
+async def test_request_timeout_and_cancel_leave_nothing(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        await nc.subscribe("blackhole")  # a subscriber that never answers
+        await nc.flush()
+        with pytest.raises(NatsTimeoutError, match="blackhole"):
+            await nc.request("blackhole", b"", timeout=0.2)
+        with pytest.raises(asyncio.TimeoutError):  # also the builtin
+            await nc.request("blackhole", b"", timeout=0.2)
+        task = asyncio.create_task(nc.request("blackhole", b"", timeout=30))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert nc._mux is not None and nc._mux.waiters == {}
+        # still usable
+        await nc.flush()
+
+
+async def test_request_many(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        for i in range(3):
+
+            async def answer(msg: Msg, i: int = i) -> None:
+                await msg.respond(str(i).encode())
+
+            await nc.subscribe("many", cb=answer)
+        await nc.flush()
+        got = await nc.request_many("many", b"", timeout=5, max_msgs=3)
+        assert sorted(m.data for m in got) == [b"0", b"1", b"2"]
+        got = await nc.request_many("many", b"", timeout=5, stall=0.2)
+        assert len(got) == 3
+        with pytest.raises(NoRespondersError):
+            await nc.request_many("many.none", b"", timeout=1)
+
+
+async def test_bad_input_is_refused_before_sending(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe(">")
+        await nc.flush()
+        before = nc.stats.out_msgs
+        for bad in ["", "a b", "a\tb", "a\r\nb", "a..b", ".a", "a.", "a.*", "a.>", "a\x00b"]:
+            with pytest.raises(BadSubjectError):
+                await nc.publish(bad, b"x")
+        with pytest.raises(BadSubjectError):
+            await nc.publish("ok", b"x", reply="bad reply")
+        for key, value in [("bad key", "v"), ("k:x", "v"), ("k", "a\r\nb"), ("k", "a\nb")]:
+            with pytest.raises(BadHeaderError):
+                await nc.publish("ok", b"x", headers={key: value})
+        assert nc.server_info is not None
+        with pytest.raises(MaxPayloadError):
+            await nc.publish("ok", b"x" * (nc.server_info.max_payload + 1))
+        with pytest.raises(MaxPayloadError):
+            await nc.publish(
+                "ok", b"x" * (nc.server_info.max_payload - 5), headers={"k": "value"}
+            )
+        for bad in ["a b", "a..b", "a.>.b", "", "a\nb"]:
+            with pytest.raises(BadSubjectError):
+                await nc.subscribe(bad)
+        with pytest.raises(BadSubjectError):
+            await nc.subscribe("ok", queue="bad queue")
+        assert nc.stats.out_msgs == before
+        # the connection stays up and nothing was sent
+        await nc.publish("after", b"ok")
+        msg = await sub.next_msg(timeout=5)
+        assert msg.subject == "after"
+        assert nc.is_connected
+
+
+async def test_slow_consumer_drops_and_reports_once(nats_url: str) -> None:
+    errors: list[BaseException] = []
+    async with jetstream.connect(nats_url, error_cb=errors.append) as nc:
+        sub = await nc.subscribe("fast", pending_msgs_limit=100, pending_bytes_limit=1 << 20)
+        await nc.flush()
+        for _ in range(1000):
+            await nc.publish("fast", b"x" * 100)
+        await nc.flush()
+        assert sub.pending_msgs == 100
+        assert sub.dropped == 900
+        slow = [e for e in errors if isinstance(e, SlowConsumerError)]
+        assert len(slow) == 1
+        # reading everything ends the episode; a new overflow is reported again
+        while sub.pending_msgs:
+            await sub.next_msg(timeout=1)
+        for _ in range(150):
+            await nc.publish("fast", b"y")
+        await nc.flush()
+        assert len([e for e in errors if isinstance(e, SlowConsumerError)]) == 2
+
+
+async def test_slow_consumer_bytes_limit(nats_url: str) -> None:
+    errors: list[BaseException] = []
+    async with jetstream.connect(nats_url, error_cb=errors.append) as nc:
+        sub = await nc.subscribe("big", pending_bytes_limit=10_000)
+        await nc.flush()
+        for _ in range(100):
+            await nc.publish("big", b"z" * 1000)
+        await nc.flush()
+        assert sub.pending_bytes <= 10_000
+        assert sub.pending_msgs == 10
+        assert any(isinstance(e, SlowConsumerError) for e in errors)
+
+
+async def test_no_echo(nats_url: str) -> None:
+    async with (
+        jetstream.connect(nats_url, no_echo=True) as quiet,
+        jetstream.connect(nats_url) as other,
+    ):
+        mine = await quiet.subscribe("echo")
+        theirs = await other.subscribe("echo")
+        await quiet.flush()
+        await other.flush()
+        await quiet.publish("echo", b"from quiet")
+        await quiet.flush()
+        assert (await theirs.next_msg(timeout=5)).data == b"from quiet"
+        with pytest.raises(NatsTimeoutError):
+            await mine.next_msg(timeout=0.3)
+
+
+async def test_flush_rtt_and_stats(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        rtt = await nc.rtt()
+        assert 0 <= rtt < 5
+        await nc.publish("s", b"12345")
+        await nc.flush()
+        assert nc.stats.out_bytes == 5
+
+
+async def test_drain_lets_handlers_finish(nats_url: str) -> None:
+    handled: list[int] = []
+    nc = await jetstream.connect(nats_url)
+
+    async def slow(msg: Msg) -> None:
+        await asyncio.sleep(0.01)
+        handled.append(int(msg.data))
+
+    await nc.subscribe("d", cb=slow)
+    sub = await nc.subscribe("d")
+    await nc.flush()
+    for i in range(20):
+        await nc.publish("d", str(i).encode())
+    await nc.flush()
+    await nc.drain(timeout=10)
+    assert handled == list(range(20))
+    assert [m.data async for m in sub] == [str(i).encode() for i in range(20)]
+    assert nc.is_closed
+
+
+async def test_close_ends_iterators_and_fails_waiters(nats_url: str) -> None:
+    nc = await jetstream.connect(nats_url)
+    sub = await nc.subscribe("c")
+    await nc.subscribe("blackhole")
+    await nc.flush()
+    reader = asyncio.create_task(sub.__anext__())
+    request = asyncio.create_task(nc.request("blackhole", b"", timeout=30))
+    await asyncio.sleep(0.05)
+    await nc.close()
+    with pytest.raises(StopAsyncIteration):
+        await reader
+    with pytest.raises(ConnectionClosedError):
+        await request
+
+
+async def test_events_iterator(nats_server: NatsServer) -> None:
+    nc = await jetstream.connect(nats_server.url, reconnect_time_wait=0.05)
+    kinds: list[jetstream.EventKind] = []
+    async with nc.events() as events:
+        await nc.close()
+        kinds = [ev.kind async for ev in events]
+    assert kinds == [jetstream.EventKind.CLOSED]
+
+
+async def test_connect_refused_raises_no_servers() -> None:
+    server = NatsServer()  # not started: its port is free
+    try:
+        with pytest.raises(jetstream.NoServersError):
+            await jetstream.connect(server.url, connect_timeout=1)
+    finally:
+        server.close()
+
+
+async def test_large_payload_round_trip(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe("large")
+        await nc.flush()
+        assert nc.server_info is not None
+        data = bytes(range(256)) * (nc.server_info.max_payload // 256)
+        await nc.publish("large", data)
+        got = await sub.next_msg(timeout=10)
+        assert got.data == data
