@@ -16,7 +16,7 @@ import ssl
 from collections.abc import Awaitable, Sequence
 from enum import StrEnum
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, NoReturn, Self
 
 from ._connection import Delivery, _Connection, open_connection
 from ._events import ConnectionEvent, EventKind, EventStream, Statistics
@@ -56,6 +56,14 @@ log = logging.getLogger("jetstream")
 
 FLUSH_THRESHOLD = 64 * 1024
 _PAYLOAD_SLACK = 64 * 1024  # servers add headers to some deliveries (direct get, republish)
+_SIZE_LINES: dict[int, bytes] = {}
+
+
+def _size_line(size: int) -> bytes:
+    line = b"%d\r\n" % size
+    if len(_SIZE_LINES) < 8192:
+        _SIZE_LINES[size] = line
+    return line
 
 
 class _State(StrEnum):
@@ -111,7 +119,8 @@ class Client:
         self._write_waiters: list[asyncio.Future[None]] = []
         self._subs: dict[int, Delivery] = {}
         self._sids = itertools.count(1)
-        self._valid_subjects: dict[str, None] = {}
+        self._pub_prefixes: dict[str, bytes] = {}
+        self._closed = False
         self._mux: _RequestMux | None = None
         self._ping_timer: asyncio.TimerHandle | None = None
         self._reconnect_task: asyncio.Task[None] | None = None
@@ -447,14 +456,6 @@ class Client:
         if self._state is _State.CLOSED:
             raise ConnectionClosedError("the connection is closed")
 
-    def _check_subject(self, subject: str) -> None:
-        cache = self._valid_subjects
-        if subject not in cache:
-            validate_subject(subject)
-            if len(cache) >= 4096:
-                cache.clear()
-            cache[subject] = None
-
     async def publish(
         self,
         subject: str,
@@ -472,27 +473,38 @@ class Client:
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
             ConnectionClosedError: the client is closed.
         """
-        state = self._state
-        if state is _State.CLOSED:
+        if self._closed:
             raise ConnectionClosedError(f"cannot publish to {subject!r}: the connection is closed")
-        if subject not in self._valid_subjects:
-            self._check_subject(subject)
-        if reply is not None and reply not in self._valid_subjects:
-            self._check_subject(reply)
-        hdr = encode_headers(headers) if headers else None
-        size = len(data) if hdr is None else len(data) + len(hdr)
-        if size > self._max_payload:
-            raise MaxPayloadError(
-                f"message to {subject!r} is {size} bytes; the server's max_payload is "
-                f"{self._max_payload}"
-            )
         wbuf = self._wbuf
-        if self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size:
-            raise ReconnectBufferFullError(
-                f"disconnected, and the reconnect buffer ({self._opts.reconnect_buf_size} "
-                f"bytes) cannot take {size} more for {subject!r}"
-            )
-        encode_pub(wbuf, subject, data, reply, hdr)
+        if reply is None and not headers:
+            # The fast path: a cached, validated "PUB <subject> " and a cached size line.
+            pre = self._pub_prefixes.get(subject)
+            if pre is None:
+                pre = self._pub_prefix(subject)
+            size = len(data)
+            line = _SIZE_LINES.get(size)
+            if line is None:
+                line = _size_line(size)
+            if size > self._max_payload or (
+                self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size
+            ):
+                self._refuse(subject, size)
+            wbuf += pre
+            wbuf += line
+            wbuf += data
+            wbuf += b"\r\n"
+        else:
+            if subject not in self._pub_prefixes:
+                self._pub_prefix(subject)
+            if reply is not None and reply not in self._pub_prefixes:
+                self._pub_prefix(reply)
+            hdr = encode_headers(headers) if headers else None
+            size = len(data) if hdr is None else len(data) + len(hdr)
+            if size > self._max_payload or (
+                self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size
+            ):
+                self._refuse(subject, size)
+            encode_pub(wbuf, subject, data, reply, hdr)
         stats = self.stats
         stats.out_msgs += 1
         stats.out_bytes += size
@@ -504,6 +516,26 @@ class Client:
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_cb)
+
+    def _pub_prefix(self, subject: str) -> bytes:
+        """Validate a publish subject and cache its ``PUB <subject> `` prefix."""
+        validate_subject(subject)
+        cache = self._pub_prefixes
+        if len(cache) >= 4096:
+            cache.clear()
+        pre = cache[subject] = b"PUB " + subject.encode() + b" "
+        return pre
+
+    def _refuse(self, subject: str, size: int) -> NoReturn:
+        if size > self._max_payload:
+            raise MaxPayloadError(
+                f"message to {subject!r} is {size} bytes; the server's max_payload is "
+                f"{self._max_payload}"
+            )
+        raise ReconnectBufferFullError(
+            f"disconnected, and the reconnect buffer ({self._opts.reconnect_buf_size} "
+            f"bytes) cannot take {size} more for {subject!r}"
+        )
 
     async def flush(self, timeout: float = 10.0) -> None:
         """Send what is buffered and wait for the server's PONG (a full round trip).
@@ -782,6 +814,7 @@ class Client:
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
+        self._closed = True
         if error is not None:
             self._report_error(error)
         self._cancel_ping()

@@ -1,0 +1,213 @@
+"""Core NATS benchmarks, jetstream and nats-py side by side in one process run.
+
+Workloads (against one embedded nats-server):
+
+- publish: N messages of 16 B and 1 KiB, ending with a flush (a PING/PONG round trip);
+- pub->sub: N messages from one connection to a subscriber on another, both in
+  this process; timed until the subscriber has all of them;
+- request/reply: sequential requests to a responder on another connection;
+  p50 and p99 latency (the ratio column compares p50s; lower is better there).
+
+Run: ``.venv/bin/python -m benchmarks.bench_core [--count N] [--loop uvloop]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats
+
+import jetstream
+from benchmarks._report import Measurement, arg_parser, report
+from jetstream.embedded import NatsServer
+
+BIG = 1 << 30
+
+
+async def _best(run: Callable[[], Awaitable[float]], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        best = min(best, await run())
+    return best
+
+
+# ----------------------------------------------------------------------------- publish
+
+
+async def pub_ours(url: str, n: int, payload: bytes) -> float:
+    async with jetstream.connect(url) as nc:
+        publish = nc.publish
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await publish("bench.pub", payload)
+        await nc.flush(timeout=60)
+        return time.perf_counter() - t0
+
+
+async def pub_natspy(url: str, n: int, payload: bytes) -> float:
+    nc = await nats.connect(url)
+    try:
+        publish = nc.publish
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await publish("bench.pub", payload)
+        await nc.flush(timeout=60)
+        return time.perf_counter() - t0
+    finally:
+        await nc.close()
+
+
+# ----------------------------------------------------------------------------- pub -> sub
+
+
+async def pubsub_ours(url: str, n: int, payload: bytes) -> float:
+    async with jetstream.connect(url) as sc, jetstream.connect(url) as pc:
+        sub = await sc.subscribe("bench.ps", pending_msgs_limit=BIG, pending_bytes_limit=BIG)
+        await sc.flush()
+
+        async def reader() -> None:
+            count = 0
+            async for _ in sub:
+                count += 1
+                if count == n:
+                    return
+
+        t0 = time.perf_counter()
+        task = asyncio.create_task(reader())
+        publish = pc.publish
+        for _ in range(n):
+            await publish("bench.ps", payload)
+        await pc.flush(timeout=60)
+        await asyncio.wait_for(task, 120)
+        return time.perf_counter() - t0
+
+
+async def pubsub_natspy(url: str, n: int, payload: bytes) -> float:
+    sc = await nats.connect(url)
+    pc = await nats.connect(url)
+    try:
+        done = asyncio.get_running_loop().create_future()
+        count = 0
+
+        async def cb(msg: Any) -> None:
+            nonlocal count
+            count += 1
+            if count == n and not done.done():
+                done.set_result(None)
+
+        await sc.subscribe("bench.ps", cb=cb, pending_msgs_limit=BIG, pending_bytes_limit=BIG)
+        await sc.flush()
+        t0 = time.perf_counter()
+        publish = pc.publish
+        for _ in range(n):
+            await publish("bench.ps", payload)
+        await pc.flush(timeout=60)
+        await asyncio.wait_for(done, 120)
+        return time.perf_counter() - t0
+    finally:
+        await pc.close()
+        await sc.close()
+
+
+# ----------------------------------------------------------------------------- request
+
+
+async def req_ours(url: str, n: int) -> list[float]:
+    async with jetstream.connect(url) as svc, jetstream.connect(url) as nc:
+
+        async def echo(msg: jetstream.Msg) -> None:
+            await msg.respond(msg.data)
+
+        await svc.subscribe("bench.req", cb=echo)
+        await svc.flush()
+        await nc.request("bench.req", b"warm", timeout=5)
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await nc.request("bench.req", b"x" * 16, timeout=5)
+            out.append(time.perf_counter() - t0)
+        return out
+
+
+async def req_natspy(url: str, n: int) -> list[float]:
+    svc = await nats.connect(url)
+    nc = await nats.connect(url)
+    try:
+
+        async def echo(msg: Any) -> None:
+            await msg.respond(msg.data)
+
+        await svc.subscribe("bench.req", cb=echo)
+        await svc.flush()
+        await nc.request("bench.req", b"warm", timeout=5)
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await nc.request("bench.req", b"x" * 16, timeout=5)
+            out.append(time.perf_counter() - t0)
+        return out
+    finally:
+        await nc.close()
+        await svc.close()
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+async def main_async(args: Any) -> list[Measurement]:
+    results: list[Measurement] = []
+    with NatsServer(jetstream=False) as server:
+        url = server.url
+        n = args.count
+        for size, label in ((16, "16 B"), (1024, "1 KiB")):
+            payload = b"x" * size
+            for impl, fn in (("jetstream", pub_ours), ("nats-py", pub_natspy)):
+                s = await _best(lambda fn=fn, p=payload: fn(url, n, p), args.repeat)
+                results.append(Measurement(f"publish {label}", impl, s, n, n * size))
+        for size, label in ((16, "16 B"), (1024, "1 KiB")):
+            payload = b"x" * size
+            m = n // 4
+            for impl, fn in (("jetstream", pubsub_ours), ("nats-py", pubsub_natspy)):
+                s = await _best(lambda fn=fn, m=m, p=payload: fn(url, m, p), args.repeat)
+                results.append(Measurement(f"pub->sub {label}", impl, s, m, m * size))
+        k = args.requests
+        for impl, rfn in (("jetstream", req_ours), ("nats-py", req_natspy)):
+            lat = await rfn(url, k)
+            p50, p99 = _pct(lat, 0.5), _pct(lat, 0.99)
+            # ops = 1 so ops/s shows requests/s at that percentile
+            results.append(Measurement("request p50 (1/latency)", impl, p50, 1))
+            results.append(Measurement("request p99 (1/latency)", impl, p99, 1))
+            print(
+                f"{impl}: request p50 {p50 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us, "
+                f"mean {statistics.fmean(lat) * 1e6:.0f} us"
+            )
+    return results
+
+
+def main() -> None:
+    parser = arg_parser("core NATS: publish, pub->sub, request/reply vs nats-py")
+    parser.add_argument("--count", type=int, default=1_000_000, help="messages per publish run")
+    parser.add_argument("--requests", type=int, default=5000, help="requests for latency")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    args = parser.parse_args()
+    if args.loop == "uvloop":
+        import uvloop
+
+        results = uvloop.run(main_async(args))
+    else:
+        results = asyncio.run(main_async(args))
+    report(
+        results, title=f"core NATS ({args.loop} loop, best of {args.repeat})", json_output=args.json
+    )
+
+
+if __name__ == "__main__":
+    main()
