@@ -72,6 +72,9 @@ class Subscription:
         self._slow = False
         self._closed = False
         self._error: BaseException | None = None
+        self._deliver: Callable[[MsgOp], None] = (
+            self._deliver_cb if cb is not None and not self._cb_is_async else self._deliver_queue
+        )
         if self._cb_is_async:
             self._task = asyncio.get_running_loop().create_task(
                 self._run_async_cb(), name=f"jetstream-sub-{sid}"
@@ -79,38 +82,53 @@ class Subscription:
 
     # -- receive path -----------------------------------------------------
 
-    def _deliver(self, op: MsgOp) -> None:
-        if self._closed:
-            return
+    # Two specialised receive paths, picked once in __init__ (``self._deliver``): the
+    # hot one appends to the deque and wakes the reader; the other runs a plain
+    # callback inline. Neither creates a task or a future.
+
+    def _deliver_queue(self, op: MsgOp) -> None:
         self.received += 1
-        msg = Msg(op.subject, op.reply, op.payload, op.sid, op.status, op.headers, self._client)
-        cb = self._cb
-        if cb is not None and not self._cb_is_async:
-            try:
-                cb(msg)
-            except Exception as exc:  # a user callback must not kill the read loop
-                self._client._report_error(exc)
-            self._check_max()
-            return
+        q = self._queue
         size = len(op.payload)
-        if len(self._queue) >= self.pending_msgs_limit or (
-            self._pending_bytes + size > self.pending_bytes_limit
+        if len(q) < self.pending_msgs_limit and (
+            self._pending_bytes + size <= self.pending_bytes_limit
         ):
-            self.dropped += 1
-            self._dropped_bytes += size
-            if not self._slow:
-                self._slow = True
-                self._client._report_error(
-                    SlowConsumerError(self.subject, self.sid, self.dropped, self._dropped_bytes)
-                )
+            q.append(
+                Msg(op.subject, op.reply, op.payload, op.sid, op.status, op.headers, self._client)
+            )
+            self._pending_bytes += size
+            w = self._waiter
+            if w is not None:
+                self._waiter = None
+                try:
+                    w.set_result(None)
+                except asyncio.InvalidStateError:  # the reader was cancelled meanwhile
+                    pass
+        else:
+            self._drop(size)
+        if self.max_msgs is not None:
             self._check_max()
-            return
-        self._queue.append(msg)
-        self._pending_bytes += size
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result(None)
-        self._check_max()
+
+    def _deliver_cb(self, op: MsgOp) -> None:
+        self.received += 1
+        assert self._cb is not None
+        try:
+            self._cb(
+                Msg(op.subject, op.reply, op.payload, op.sid, op.status, op.headers, self._client)
+            )
+        except Exception as exc:  # a user callback must not kill the read loop
+            self._client._report_error(exc)
+        if self.max_msgs is not None:
+            self._check_max()
+
+    def _drop(self, size: int) -> None:
+        self.dropped += 1
+        self._dropped_bytes += size
+        if not self._slow:
+            self._slow = True
+            self._client._report_error(
+                SlowConsumerError(self.subject, self.sid, self.dropped, self._dropped_bytes)
+            )
 
     def _check_max(self) -> None:
         if self.max_msgs is not None and self.received >= self.max_msgs:
@@ -126,6 +144,7 @@ class Subscription:
         self._error = error
         w = self._waiter
         if w is not None and not w.done():
+            self._waiter = None
             w.set_result(None)
 
     # -- consumer side ----------------------------------------------------
@@ -149,11 +168,16 @@ class Subscription:
         return self
 
     async def __anext__(self) -> Msg:
-        if self._cb is not None:
-            raise TypeError("a subscription with a callback cannot be iterated")
+        q = self._queue
         while True:
-            if self._queue:
-                return self._pop()
+            if q:
+                msg = q.popleft()
+                self._pending_bytes -= len(msg.data)
+                if self._slow and not q:
+                    self._slow = False
+                return msg
+            if self._cb is not None:
+                raise TypeError("a subscription with a callback cannot be iterated")
             if self._closed:
                 if self._error is not None:
                     raise self._error
