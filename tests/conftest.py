@@ -1,0 +1,141 @@
+"""Shared fixtures: embedded nats-servers, TLS material, and the leaked-task check.
+
+Fixtures:
+    nats_server          a fresh JetStream server per test (started; closed afterwards)
+    module_nats_server   one JetStream server shared by the tests of a module
+    nats_url             the URL of ``nats_server``
+    tls_certs            CA, server and client certificates (session-wide, see tests/certs.py)
+
+Every async test whose event loop is function-scoped fails at teardown if tasks other than
+the current one are still pending once its fixtures are torn down (after a short grace).
+When a test fails, the last lines of the logs of the servers it used are added to the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Generator, Iterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from jetstream.embedded import NatsCluster, NatsServer
+from tests.certs import CertPaths, make_certs
+
+# How long pending tasks get to finish after a test before they count as leaked.
+LEAK_GRACE = 0.1
+
+
+@pytest.fixture
+def nats_server() -> Iterator[NatsServer]:
+    """A JetStream-enabled nats-server of its own for one test."""
+    with NatsServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def module_nats_server() -> Iterator[NatsServer]:
+    """One JetStream-enabled nats-server shared by a module (streams persist between tests)."""
+    with NatsServer() as server:
+        yield server
+
+
+@pytest.fixture
+def nats_url(nats_server: NatsServer) -> str:
+    """The client URL of the test's own server."""
+    return nats_server.url
+
+
+@pytest.fixture(scope="session")
+def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> CertPaths:
+    """A CA, a server certificate for localhost/127.0.0.1 and a client certificate."""
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+# --------------------------------------------------------------------------- leaked tasks
+
+
+def _describe(task: asyncio.Task[Any]) -> str:
+    """The task's name and the coroutine it was created with, where that one waits."""
+    coro = task.get_coro()
+    frame = getattr(coro, "cr_frame", None)
+    where = f" at {frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
+    return f"{task.get_name()}: {getattr(coro, '__qualname__', repr(coro))}(){where}"
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def _no_leaked_tasks() -> AsyncIterator[None]:
+    yield
+    current = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LEAK_GRACE
+    for _ in range(3):  # callbacks scheduled by the last close() run first
+        await asyncio.sleep(0)
+    while True:
+        pending = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+        if not pending or loop.time() >= deadline:
+            break
+        await asyncio.sleep(0.01)
+    if not pending:
+        return
+    described = [_describe(t) for t in pending]
+    for task in pending:
+        task.cancel()
+    await asyncio.wait(pending, timeout=1.0)
+    pytest.fail(
+        f"{len(pending)} task(s) still pending {LEAK_GRACE:g} s after the test "
+        "(cancelled now):\n  " + "\n  ".join(described),
+        pytrace=False,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _check_leaked_tasks(request: pytest.FixtureRequest) -> None:
+    """Attach ``_no_leaked_tasks`` to async tests that run in a loop of their own.
+
+    Tests on a module- or session-scoped loop share it with long-lived fixtures whose tasks
+    rightly outlive a single test, so they are not checked.
+    """
+    marker = request.node.get_closest_marker("asyncio")
+    if marker is None:
+        return
+    scope = (
+        marker.kwargs.get("loop_scope")
+        or marker.kwargs.get("scope")
+        or request.config.getini("asyncio_default_test_loop_scope")
+        or "function"
+    )
+    if scope == "function":
+        request.getfixturevalue("_no_leaked_tasks")
+
+
+# --------------------------------------------------------------------------- failure output
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Append the log tails of the servers a failed test used to its report."""
+    report = yield
+    if report.failed:
+        seen: set[int] = set()
+        funcargs: dict[str, Any] = getattr(item, "funcargs", {})
+        for name, value in funcargs.items():
+            servers = (
+                value.servers
+                if isinstance(value, NatsCluster)
+                else [value]
+                if isinstance(value, NatsServer)
+                else []
+            )
+            for server in servers:
+                if id(server) in seen:
+                    continue
+                seen.add(id(server))
+                tail = server.log_tail(30)
+                if tail:
+                    label = server.server_name or server.url
+                    report.sections.append((f"nats-server log of {name} ({label})", tail))
+    return report
