@@ -148,7 +148,7 @@ async def test_request_reply_and_no_responders(nats_url: str) -> None:
         assert replies[0].headers["h"] == "v"
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        with pytest.raises(NoRespondersError, match="nobody.here"):
+        with pytest.raises(NoRespondersError, match=r"nobody\.here"):
             await nc.request("nobody.here", b"x", timeout=10)
         assert loop.time() - t0 < 5  # at once, not after the timeout
         assert nc._mux is not None and not nc._mux.waiters
