@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import __version__
 from .auth import Credentials
-from .errors import NatsError, ProtocolError, TlsError
+from .errors import (
+    AuthorizationError,
+    NatsError,
+    PermissionsError,
+    ProtocolError,
+    StaleConnectionError,
+    TlsError,
+)
 from .errors import TimeoutError as NatsTimeoutError
 from .protocol.commands import PING, PONG, encode_connect
 from .protocol.ops import Err, Info, Msg, Ok, Ping, Pong
@@ -27,7 +34,13 @@ if TYPE_CHECKING:
     from ._servers import Server
     from .client import Client
 
-__all__ = ["Delivery", "_Connection", "open_connection"]
+__all__ = [
+    "Delivery",
+    "_Connection",
+    "classify_server_error",
+    "denied_subscription",
+    "open_connection",
+]
 
 
 class Delivery(Protocol):
@@ -37,9 +50,10 @@ class Delivery(Protocol):
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, peer: str = "the server") -> None:
         loop = asyncio.get_running_loop()
         self.client = client
+        self.peer = peer  # the server, for error messages
         self.subs = client._subs
         self.transport: asyncio.Transport | None = None
         self.parser = Parser()
@@ -112,7 +126,15 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         cause: BaseException | None = self.failure or exc
-        err = NatsError(f"connection lost: {cause}" if cause else "connection closed by the server")
+        err: NatsError
+        if isinstance(cause, ssl.SSLError):
+            # e.g. TLS 1.3: the server rejects our client certificate only after the
+            # handshake looked done to us, with an alert that ends the connection.
+            err = TlsError(f"TLS with {self.peer} failed: {tls_reason(cause)}")
+        else:
+            err = NatsError(
+                f"connection lost: {cause}" if cause else "connection closed by the server"
+            )
         for fut in (self.info, self.handshake):
             if not fut.done():
                 fut.set_exception(cause if isinstance(cause, NatsError) else err)
@@ -161,7 +183,13 @@ async def open_connection(
     """
     loop = asyncio.get_running_loop()
     hostname = opts.tls_hostname or server.host
-    conn = _Connection(client)
+    conn = _Connection(client, str(server))
+    implied = ""  # why TLS is used although no tls= was given (for error messages)
+    if ctx is None and opts.tls_first:
+        ctx = ssl.create_default_context()
+        implied = "tls_handshake_first was set"
+    elif ctx is not None and opts.tls is None:
+        implied = "the URL asks for tls://"
     try:
         async with asyncio.timeout(opts.connect_timeout):
             if ctx is not None and opts.tls_first:
@@ -173,6 +201,7 @@ async def open_connection(
             info = await conn.info
             if ctx is None and info.tls_required:
                 ctx = ssl.create_default_context()
+                implied = "the server requires TLS"
             if ctx is not None and not opts.tls_first:
                 if not (info.tls_required or info.tls_available):
                     raise TlsError(f"server {server} does not offer TLS, which was required")
@@ -205,7 +234,18 @@ async def open_connection(
                 fields["name"] = opts.name
             fields.update(creds.connect_fields(info.nonce))
             conn.write(encode_connect(fields) + PING)
-            await conn.handshake
+            try:
+                await conn.handshake
+            except NatsError as exc:
+                if type(exc) is NatsError and ctx is not None and info.tls_verify:
+                    # A TLS 1.3 server checks our certificate after the handshake looked
+                    # done to us; its alert may be lost to a reset when it drops the socket.
+                    raise TlsError(
+                        f"TLS with {server} failed: the server, which verifies client "
+                        f"certificates, dropped the connection right after the TLS "
+                        f"handshake ({exc}); it probably rejected our certificate"
+                    ) from None
+                raise
     except TimeoutError as exc:
         _abort(conn)
         if isinstance(exc, NatsError):
@@ -215,13 +255,61 @@ async def open_connection(
         ) from None
     except ssl.SSLError as exc:
         _abort(conn)
-        raise TlsError(f"TLS handshake with {server} failed: {exc.reason or exc}") from None
+        raise TlsError(_tls_message(server, exc, implied)) from None
     except BaseException:
         _abort(conn)
         raise
     return conn, info
 
 
+def tls_reason(exc: ssl.SSLError) -> str:
+    """What went wrong in a TLS failure, in words (the verify message when there is one)."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    return str(exc.reason or exc.strerror or exc)
+
+
+# OpenSSL verify codes meaning "signed by a CA this context does not trust"
+_UNTRUSTED = frozenset({2, 18, 19, 20, 21})
+
+
+def _tls_message(server: Server, exc: ssl.SSLError, implied: str) -> str:
+    hint = ""
+    if implied and isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_code in _UNTRUSTED:
+        hint = (
+            f" ({implied}, and with no tls= given only the system's trust store is used; "
+            "pass tls=make_ssl_context(ca_file=...) to trust the server's CA)"
+        )
+    return f"TLS with {server} failed: {tls_reason(exc)}{hint}"
+
+
 def _abort(conn: _Connection) -> None:
     if conn.transport is not None:
         conn.transport.abort()
+
+
+def classify_server_error(message: str, server: str) -> NatsError:
+    """The typed error for the text of a server's ``-ERR``."""
+    low = message.lower()
+    if "permissions violation" in low:
+        return PermissionsError(f"server {server}: {message}")
+    if "authorization" in low or "authentication" in low or "revoked" in low:
+        return AuthorizationError(f"server {server} refused: {message}")
+    if "stale connection" in low:
+        return StaleConnectionError(f"server {server} says: {message}")
+    return NatsError(f"server {server} says: {message}")
+
+
+def denied_subscription(message: str) -> tuple[str, str | None] | None:
+    """``(subject, queue)`` of a 'Permissions Violation for Subscription to "s"' -ERR, else None."""
+    if "subscription" not in message.lower():
+        return None
+    first = message.find('"')
+    last = message.rfind('"')
+    if first < 0 or last <= first:
+        return None
+    subject = message[first + 1 : last]
+    queue: str | None = None
+    if '" using queue "' in subject:
+        subject, _, queue = subject.partition('" using queue "')
+    return subject, queue

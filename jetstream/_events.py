@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Self
@@ -12,7 +13,9 @@ from typing import TYPE_CHECKING, Any, Self
 if TYPE_CHECKING:
     from .client import Client
 
-__all__ = ["ConnectionEvent", "EventKind", "EventStream", "Statistics"]
+__all__ = ["CallbackRunner", "ConnectionEvent", "EventKind", "EventStream", "Statistics"]
+
+log = logging.getLogger("jetstream")
 
 
 class EventKind(StrEnum):
@@ -93,3 +96,50 @@ class EventStream:
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
+
+
+class CallbackRunner:
+    """Runs user callbacks (plain or coroutine functions) so that none outlives the client.
+
+    A coroutine callback runs in a task of its own (one per event, never per message);
+    ``wait`` lets them finish on close, then cancels what is left.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def fire(self, cb: Callable[..., Awaitable[None] | None] | None, *args: Any) -> None:
+        if cb is None:
+            return
+        try:
+            res = cb(*args)
+        except Exception:
+            log.exception("jetstream: connection callback failed")
+            return
+        if res is not None:
+            self.spawn(res)
+
+    def spawn(self, aw: Awaitable[Any]) -> None:
+        async def run() -> None:
+            try:
+                await aw
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("jetstream: connection callback failed")
+
+        task = self._loop.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait(self, timeout: float) -> None:
+        me = asyncio.current_task()
+        pending = [t for t in self._tasks if t is not me]
+        if not pending:
+            return
+        _, still = await asyncio.wait(pending, timeout=timeout)
+        for t in still:
+            t.cancel()
+        if still:
+            await asyncio.gather(*still, return_exceptions=True)

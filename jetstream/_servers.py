@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 __all__ = ["Server", "ServerPool", "parse_server"]
@@ -111,6 +112,37 @@ class ServerPool:
                 return s
         # Every server ran out of attempts.
         return None
+
+    def pick(
+        self,
+        *,
+        max_attempts: int,
+        wait: float,
+        jitter: Callable[[Server], float],
+        now: float,
+        chooser: Callable[[list[str], Any], tuple[str, float] | None] | None = None,
+        info: Any = None,
+    ) -> tuple[Server | None, float]:
+        """The server to try next and how long to wait first.
+
+        ``chooser`` (the user's reconnect-to-server hook) may name a server of the pool
+        and a delay; otherwise the pool rotates, skipping servers out of attempts, and
+        waits until ``wait`` seconds have passed since that server's last attempt, plus
+        up to ``jitter(server)`` seconds at random.
+        """
+        if chooser is not None:
+            choice = chooser(self.urls(), info)
+            if choice is not None:
+                server = self.find(choice[0])
+                if server is not None:
+                    return server, max(choice[1], 0.0)
+        server = self.next(max_attempts)
+        if server is None:
+            return None, 0.0
+        delay = max(wait - (now - server.last_attempt), 0.0)
+        if delay > 0:
+            delay += random.random() * jitter(server)
+        return server, delay
 
     def add_discovered(self, urls: Iterable[str], *, template: Server | None) -> list[Server]:
         """Add servers learned from INFO connect_urls; returns the new ones."""

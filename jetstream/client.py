@@ -11,15 +11,21 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import random
 import ssl
 from collections.abc import Awaitable, Sequence
 from enum import StrEnum
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, Self
 
-from ._connection import Delivery, _Connection, open_connection
-from ._events import ConnectionEvent, EventKind, EventStream, Statistics
+from ._connection import (
+    Delivery,
+    _Connection,
+    classify_server_error,
+    denied_subscription,
+    open_connection,
+)
+from ._events import CallbackRunner, ConnectionEvent, EventKind, EventStream, Statistics
+from ._mux import RequestMux, gather_replies
 from ._servers import Server, ServerPool
 from .errors import (
     AuthorizationError,
@@ -32,13 +38,13 @@ from .errors import (
     PermissionsError,
     ReconnectBufferFullError,
     StaleConnectionError,
+    TlsError,
 )
 from .errors import TimeoutError as NatsTimeoutError
 from .message import Msg
 from .protocol.commands import PING, encode_pub, encode_sub, encode_unsub
 from .protocol.headers import HeadersLike, encode_headers
 from .protocol.ops import Info
-from .protocol.ops import Msg as MsgOp
 from .protocol.subjects import (
     next_nuid,
     validate_queue,
@@ -74,34 +80,6 @@ class _State(StrEnum):
     CLOSED = "closed"
 
 
-class _RequestMux:
-    """The shared ``<inbox>.*`` subscription that answers every request."""
-
-    def __init__(self, client: Client, prefix: str, sid: int) -> None:
-        self.client = client
-        self.prefix = prefix
-        self.cut = len(prefix)
-        self.sid = sid
-        self.subject = prefix + "*"
-        self.queue: str | None = None
-        self.max_msgs: int | None = None
-        self.received = 0
-        self.waiters: dict[str, asyncio.Future[Msg]] = {}
-        self.tokens = itertools.count(1)
-
-    def _deliver(self, op: MsgOp) -> None:
-        fut = self.waiters.get(op.subject[self.cut :])
-        if fut is not None and not fut.done():
-            fut.set_result(
-                Msg(op.subject, op.reply, op.payload, op.sid, op.status, op.headers, self.client)
-            )
-
-    def fail_all(self, exc: BaseException) -> None:
-        for fut in self.waiters.values():
-            if not fut.done():
-                fut.set_exception(exc)
-
-
 class Client:
     """A connection to a NATS system. Make one with ``await jetstream.connect(...)``."""
 
@@ -121,10 +99,10 @@ class Client:
         self._sids = itertools.count(1)
         self._pub_prefixes: dict[str, bytes] = {}
         self._closed = False
-        self._mux: _RequestMux | None = None
+        self._mux: RequestMux | None = None
         self._ping_timer: asyncio.TimerHandle | None = None
         self._reconnect_task: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._runner = CallbackRunner(self._loop)
         self._connected_ev = asyncio.Event()
         self._closed_ev = asyncio.Event()
         self._event_streams: list[EventStream] = []
@@ -177,6 +155,7 @@ class Client:
 
     async def _start(self) -> None:
         last: BaseException | None = None
+        only_tls = True  # every server failed the TLS handshake: raise that, not NoServersError
         for server in list(self._pool.servers):
             server.last_attempt = self._loop.time()
             try:
@@ -187,6 +166,7 @@ class Client:
             except (OSError, NatsError, TimeoutError) as exc:
                 server.attempts += 1
                 last = exc
+                only_tls = only_tls and isinstance(exc, TlsError)
                 continue
             self._emit(EventKind.CONNECTED, None)
             return
@@ -195,6 +175,8 @@ class Client:
             self._reconnect_task = self._loop.create_task(self._reconnect_loop())
             return
         await self._shutdown(None, fire=False)
+        if only_tls and last is not None:
+            raise last
         raise NoServersError(
             f"could not connect to any server of {self._pool.urls()}: {last}"
         ) from last
@@ -273,24 +255,15 @@ class Client:
             self._spawn(self._shutdown(None))
 
     def _pick(self) -> tuple[Server | None, float]:
-        opts = self._opts
-        cb = opts.reconnect_to_server_cb
-        if cb is not None:
-            choice = cb(self._pool.urls(), self._info)
-            if choice is not None:
-                url, delay = choice
-                server = self._pool.find(url)
-                if server is not None:
-                    return server, max(delay, 0.0)
-        server = self._pool.next(opts.max_reconnect_attempts)
-        if server is None:
-            return None, 0.0
-        jitter = opts.reconnect_jitter_tls if self._tls_for(server) else opts.reconnect_jitter
-        since = self._loop.time() - server.last_attempt
-        delay = max(opts.reconnect_time_wait - since, 0.0)
-        if delay > 0:
-            delay += random.random() * jitter
-        return server, delay
+        o = self._opts
+        return self._pool.pick(
+            max_attempts=o.max_reconnect_attempts,
+            wait=o.reconnect_time_wait,
+            jitter=lambda s: o.reconnect_jitter_tls if self._tls_for(s) else o.reconnect_jitter,
+            now=self._loop.time(),
+            chooser=o.reconnect_to_server_cb,
+            info=self._info,
+        )
 
     async def _reconnect_loop(self) -> None:
         last_auth: str | None = None
@@ -353,42 +326,23 @@ class Client:
                 conn.fail(NatsError(f"server {self._current} entered lame duck mode"))
 
     def _on_err(self, conn: _Connection, message: str) -> None:
-        low = message.lower()
-        exc: NatsError
-        if "permissions violation" in low:
-            exc = PermissionsError(message)
-            if "subscription" in low:
-                self._end_subs_for(message, exc)
-            self._report_error(exc)
-            return
-        if "authorization" in low or "authentication" in low or "revoked" in low:
-            exc = AuthorizationError(f"server {self._current} refused: {message}")
-        elif "stale connection" in low:
-            exc = StaleConnectionError(f"server {self._current} says: {message}")
-        else:
-            exc = NatsError(f"server {self._current} says: {message}")
-        if not conn.handshake.done():
+        exc = classify_server_error(message, str(self._current))
+        if isinstance(exc, PermissionsError):
+            denied = denied_subscription(message)
+            if denied is not None:
+                subject, queue = denied
+                for sid, sub in list(self._subs.items()):
+                    if (
+                        isinstance(sub, Subscription)
+                        and sub.subject == subject
+                        and (queue is None or sub.queue == queue)
+                    ):
+                        del self._subs[sid]
+                        sub._finish(exc)
+        elif not conn.handshake.done():
             conn.handshake.set_exception(exc)
             return
         self._report_error(exc)
-
-    def _end_subs_for(self, message: str, exc: NatsError) -> None:
-        first = message.find('"')
-        last = message.rfind('"')
-        if first < 0 or last <= first:
-            return
-        subject = message[first + 1 : last]
-        queue: str | None = None
-        if " using queue " in subject:
-            subject, _, queue = subject.partition('" using queue "')
-        for sid, sub in list(self._subs.items()):
-            if (
-                isinstance(sub, Subscription)
-                and sub.subject == subject
-                and (queue is None or sub.queue == queue)
-            ):
-                del self._subs[sid]
-                sub._finish(exc)
 
     def _arm_ping(self) -> None:
         self._cancel_ping()
@@ -639,11 +593,11 @@ class Client:
         """A fresh, unique inbox subject under this client's inbox prefix."""
         return f"{self._opts.inbox_prefix}.{next_nuid()}"
 
-    def _request_mux(self) -> _RequestMux:
+    def _request_mux(self) -> RequestMux:
         mux = self._mux
         if mux is None:
             sid = self._new_sid()
-            mux = _RequestMux(self, f"{self._opts.inbox_prefix}.{next_nuid()}.", sid)
+            mux = RequestMux(self, f"{self._opts.inbox_prefix}.{next_nuid()}.", sid)
             self._subs[sid] = mux
             self._send_sub(mux.subject, sid, None)
             self._mux = mux
@@ -699,27 +653,7 @@ class Client:
         Raises:
             NoRespondersError: nobody subscribes to ``subject``.
         """
-        inbox = self.new_inbox()
-        sub = await self.subscribe(inbox, max_msgs=max_msgs)
-        out: list[Msg] = []
-        try:
-            await self.publish(subject, data, reply=inbox, headers=headers)
-            deadline = self._loop.time() + timeout
-            while max_msgs is None or len(out) < max_msgs:
-                left = deadline - self._loop.time()
-                if left <= 0:
-                    break
-                wait = min(left, stall) if (stall is not None and out) else left
-                try:
-                    msg = await sub.next_msg(timeout=wait)
-                except (NatsTimeoutError, ConnectionClosedError):
-                    break
-                if msg.status == 503:
-                    raise NoRespondersError(f"no responders on {subject!r}")
-                out.append(msg)
-        finally:
-            await sub.unsubscribe()
-        return out
+        return await gather_replies(self, subject, data, timeout, max_msgs, stall, headers)
 
     # -- errors, events, callbacks -------------------------------------------------------
 
@@ -733,28 +667,10 @@ class Client:
             self._fire(cb, exc)
 
     def _fire(self, cb: Callback | None, *args: Any) -> None:
-        if cb is None:
-            return
-        try:
-            res = cb(*args)
-        except Exception:
-            log.exception("jetstream: connection callback failed")
-            return
-        if res is not None:
-            self._spawn(res)
+        self._runner.fire(cb, *args)
 
     def _spawn(self, aw: Awaitable[Any]) -> None:
-        async def run() -> None:
-            try:
-                await aw
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("jetstream: connection callback failed")
-
-        task = self._loop.create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._runner.spawn(aw)
 
     def _emit(self, kind: EventKind, detail: Any) -> None:
         if self._event_streams:
@@ -857,14 +773,7 @@ class Client:
         for stream in self._event_streams:
             stream._end()
         self._closed_ev.set()
-        me = asyncio.current_task()
-        pending = [t for t in self._tasks if t is not me]
-        if pending:
-            _, still = await asyncio.wait(pending, timeout=5.0)
-            for t in still:
-                t.cancel()
-            if still:
-                await asyncio.gather(*still, return_exceptions=True)
+        await self._runner.wait(5.0)
 
     async def wait_closed(self) -> None:
         """Wait until the client is closed (by close(), drain() or giving up reconnecting)."""

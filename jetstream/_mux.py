@@ -1,0 +1,81 @@
+"""Request/reply plumbing: the one muxed inbox of ``request`` and the gatherer of
+``request_many``."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import TYPE_CHECKING
+
+from .errors import ConnectionClosedError, NoRespondersError
+from .errors import TimeoutError as NatsTimeoutError
+from .message import Msg
+from .protocol.headers import HeadersLike
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .protocol.ops import Msg as MsgOp
+
+__all__ = ["RequestMux", "gather_replies"]
+
+
+class RequestMux:
+    """The shared ``<inbox>.*`` subscription that answers every request."""
+
+    def __init__(self, client: Client, prefix: str, sid: int) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.cut = len(prefix)
+        self.sid = sid
+        self.subject = prefix + "*"
+        self.queue: str | None = None
+        self.max_msgs: int | None = None
+        self.received = 0
+        self.waiters: dict[str, asyncio.Future[Msg]] = {}
+        self.tokens = itertools.count(1)
+
+    def _deliver(self, op: MsgOp) -> None:
+        fut = self.waiters.get(op.subject[self.cut :])
+        if fut is not None and not fut.done():
+            fut.set_result(
+                Msg(op.subject, op.reply, op.payload, op.sid, op.status, op.headers, self.client)
+            )
+
+    def fail_all(self, exc: BaseException) -> None:
+        for fut in self.waiters.values():
+            if not fut.done():
+                fut.set_exception(exc)
+
+
+async def gather_replies(
+    client: Client,
+    subject: str,
+    data: bytes | bytearray | memoryview,
+    timeout: float,
+    max_msgs: int | None,
+    stall: float | None,
+    headers: HeadersLike | None,
+) -> list[Msg]:
+    """Publish a request on a fresh inbox and gather replies (``Client.request_many``)."""
+    inbox = client.new_inbox()
+    sub = await client.subscribe(inbox, max_msgs=max_msgs)
+    out: list[Msg] = []
+    loop = asyncio.get_running_loop()
+    try:
+        await client.publish(subject, data, reply=inbox, headers=headers)
+        deadline = loop.time() + timeout
+        while max_msgs is None or len(out) < max_msgs:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            wait = min(left, stall) if (stall is not None and out) else left
+            try:
+                msg = await sub.next_msg(timeout=wait)
+            except (NatsTimeoutError, ConnectionClosedError):
+                break
+            if msg.status == 503:
+                raise NoRespondersError(f"no responders on {subject!r}")
+            out.append(msg)
+    finally:
+        await sub.unsubscribe()
+    return out
