@@ -140,6 +140,8 @@ def connect(
     Raises:
         NoServersError: no server could be reached (the last failure is the cause).
         AuthorizationError: the server refused the credentials.
+        TlsError: every server failed the TLS handshake (certificate, hostname, or TLS
+            not offered), within ``connect_timeout`` each.
     """
     urls = [servers] if isinstance(servers, str) else list(servers)
     urls = [u for part in urls for u in part.split(",") if u.strip()]

@@ -8,7 +8,6 @@ into log lines or exception texts. Signing the server's nonce needs the
 from __future__ import annotations
 
 import base64
-import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -18,7 +17,8 @@ from .errors import AuthorizationError
 
 __all__ = ["Credentials", "load_creds_file", "sign_nonce", "nkey_public_key"]
 
-_ARMOR = re.compile(rb"^-{3,}\s*BEGIN [^-]*-{3,}\s*$")
+_BEGIN = re.compile(rb"^-{3,}\s*BEGIN [^-]*-{3,}$")
+_END = re.compile(rb"^-{3,}\s*END [^-]*-{3,}$")
 
 
 @dataclass(frozen=True, repr=False)
@@ -65,28 +65,54 @@ class Credentials:
 def load_creds_file(path: str | os.PathLike[str]) -> tuple[str, bytes]:
     """Read a ``.creds`` file: returns ``(jwt, seed)``.
 
-    The file holds two armored blocks, the user JWT then the user nkey seed.
+    The file holds two armored blocks, the user JWT then the user nkey seed, each
+    between a ``-----BEGIN ...-----`` and an ``------END ...------`` line (as ``nsc``
+    writes them). Blank lines, surrounding spaces, CRLF line ends and a UTF-8 BOM are
+    tolerated; text outside the blocks is ignored.
 
     Raises:
         AuthorizationError: the file cannot be read or lacks one of the blocks (the
             message names the file, never its content).
     """
+    name = os.fspath(path)
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as exc:
-        raise AuthorizationError(
-            f"cannot read creds file {os.fspath(path)!r}: {exc.strerror}"
-        ) from None
-    lines = [line.strip() for line in raw.splitlines()]
-    bodies = [nxt for line, nxt in itertools.pairwise(lines) if _ARMOR.match(line) and nxt]
-    jwt = next((b for b in bodies if b.startswith(b"ey")), None)
-    seed = next((b for b in bodies if b.startswith(b"SU")), None)
+        raise AuthorizationError(f"cannot read creds file {name!r}: {exc.strerror}") from None
+    jwt: bytes | None = None
+    seed: bytes | None = None
+    for body in _armored_bodies(raw.removeprefix(b"\xef\xbb\xbf")):
+        if jwt is None and body.startswith(b"ey"):
+            jwt = body
+        elif seed is None and body.startswith(b"SU"):
+            seed = body
     if jwt is None or seed is None:
-        raise AuthorizationError(
-            f"creds file {os.fspath(path)!r} does not hold a user JWT and a user nkey seed"
+        missing = " and ".join(
+            what for what, got in (("a user JWT", jwt), ("a user nkey seed", seed)) if got is None
         )
-    return jwt.decode("ascii"), seed
+        raise AuthorizationError(f"creds file {name!r} does not hold {missing} block")
+    try:
+        text = jwt.decode("ascii")
+    except UnicodeDecodeError:
+        raise AuthorizationError(f"creds file {name!r}: the user JWT is not ASCII") from None
+    return text, seed
+
+
+def _armored_bodies(raw: bytes) -> list[bytes]:
+    """The content of each ``BEGIN``/``END`` block, its lines stripped and joined."""
+    bodies: list[bytes] = []
+    current: list[bytes] | None = None
+    for line in raw.splitlines():
+        line = line.strip()
+        if _BEGIN.match(line):
+            current = []
+        elif current is not None and _END.match(line):
+            bodies.append(b"".join(current))
+            current = None
+        elif current is not None and line:
+            current.append(line)
+    return bodies
 
 
 def _keypair(seed: bytes) -> Any:
@@ -98,7 +124,7 @@ def _keypair(seed: bytes) -> Any:
             "pip install 'jetstream-asyncio[nkeys]'"
         ) from None
     try:
-        return nkeys.from_seed(bytearray(seed))
+        return nkeys.from_seed(bytearray(seed.strip()))
     except Exception:
         raise AuthorizationError("the nkey seed is not a valid seed") from None
 
