@@ -13,22 +13,39 @@ import builtins
 from typing import Any, ClassVar
 
 __all__ = [
+    "AccountResourcesExceededError",
     "AuthorizationError",
     "BadHeaderError",
+    "BadRequestError",
     "BadSubjectError",
     "ConnectionClosedError",
     "ConsumerDeletedError",
+    "ConsumerDoesNotExistError",
+    "ConsumerExistingActiveError",
+    "ConsumerExistsError",
+    "ConsumerNameInUseError",
     "ConsumerNotFoundError",
+    "ConsumerOfflineError",
     "DigestMismatchError",
     "DisconnectedError",
+    "DuplicateMessageConflictError",
+    "InsufficientResourcesError",
+    "InvalidConsumerResetError",
+    "InvalidJSONError",
+    "InvalidMessageTTLError",
     "JetStreamApiError",
     "JetStreamError",
     "JetStreamNotEnabledError",
+    "JetStreamUnavailableError",
     "KeyNotFoundError",
     "KeyValueError",
     "KeyWrongLastSequenceError",
     "MaxPayloadError",
+    "MaximumConsumersLimitError",
+    "MaximumStreamsLimitError",
     "MessageNotFoundError",
+    "MessageSizeExceedsMaximumError",
+    "MessageTTLDisabledError",
     "MsgAlreadyAckedError",
     "NatsError",
     "NoHeartbeatError",
@@ -39,12 +56,19 @@ __all__ = [
     "PermissionsError",
     "ProtocolError",
     "ReconnectBufferFullError",
+    "RequiredApiLevelError",
     "SlowConsumerError",
     "StaleConnectionError",
     "StreamNameInUseError",
+    "StreamNameMismatchError",
     "StreamNotFoundError",
+    "StreamNotMatchError",
+    "StreamOfflineError",
+    "StreamSealedError",
+    "StreamSubjectOverlapError",
     "TimeoutError",
     "TlsError",
+    "TooManyRequestsError",
     "WrongLastMsgIdError",
     "WrongLastSequenceError",
 ]
@@ -180,6 +204,105 @@ class WrongLastSequenceError(JetStreamApiError, err_codes=(10071, 10164)):
 
 class WrongLastMsgIdError(JetStreamApiError, err_codes=(10070,)):
     """An expected-last-msg-id check failed."""
+
+
+class BadRequestError(JetStreamApiError, err_codes=(10003,)):
+    """The server could not make sense of the request (``bad request``)."""
+
+
+class InvalidJSONError(JetStreamApiError, err_codes=(10025,)):
+    """The server could not parse the request JSON (an unknown enum value, a float duration...)."""
+
+
+class JetStreamUnavailableError(JetStreamApiError, err_codes=(10008,)):
+    """JetStream is temporarily unavailable (no meta leader, for example); retry later."""
+
+
+class InsufficientResourcesError(JetStreamApiError, err_codes=(10023, 10028, 10047)):
+    """The server lacks the memory or storage to place the asset."""
+
+
+class AccountResourcesExceededError(JetStreamApiError, err_codes=(10002,)):
+    """The account's JetStream resource limits would be exceeded."""
+
+
+class MaximumStreamsLimitError(JetStreamApiError, err_codes=(10027,)):
+    """The account already has as many streams as its limits allow."""
+
+
+class MaximumConsumersLimitError(JetStreamApiError, err_codes=(10026,)):
+    """The stream or account already has as many consumers as its limits allow."""
+
+
+class StreamNameMismatchError(JetStreamApiError, err_codes=(10056,)):
+    """The stream name in the request subject differs from the one in the request body."""
+
+
+class StreamSubjectOverlapError(JetStreamApiError, err_codes=(10065,)):
+    """The stream's subjects overlap those of another stream."""
+
+
+class StreamSealedError(JetStreamApiError, err_codes=(10109,)):
+    """The stream is sealed: nothing can be added, deleted or purged."""
+
+
+class StreamOfflineError(JetStreamApiError, err_codes=(10118, 10194)):
+    """The stream exists but is offline (for example, it needs a newer server)."""
+
+
+class StreamNotMatchError(JetStreamApiError, err_codes=(10060,)):
+    """A publish's ``Nats-Expected-Stream`` names another stream than the one that stored it."""
+
+
+class MessageSizeExceedsMaximumError(JetStreamApiError, err_codes=(10054,)):
+    """The message is larger than the stream's ``max_msg_size``."""
+
+
+class DuplicateMessageConflictError(JetStreamApiError, err_codes=(10158,)):
+    """A message with the same ``Nats-Msg-Id`` is still being stored; retry the publish."""
+
+
+class MessageTTLDisabledError(JetStreamApiError, err_codes=(10166,)):
+    """A ``Nats-TTL`` header was sent to a stream without ``allow_msg_ttl``."""
+
+
+class InvalidMessageTTLError(JetStreamApiError, err_codes=(10165,)):
+    """The ``Nats-TTL`` header value is invalid."""
+
+
+class TooManyRequestsError(JetStreamApiError, err_codes=(10167,)):
+    """The server shed the request because too many are in flight; retry later."""
+
+
+class RequiredApiLevelError(JetStreamApiError, err_codes=(10185,)):
+    """The server's API level is below the ``Nats-Required-Api-Level`` the request asked for."""
+
+
+class ConsumerNameInUseError(JetStreamApiError, err_codes=(10013,)):
+    """A consumer with that name exists with a different configuration (legacy create API)."""
+
+
+class ConsumerExistsError(JetStreamApiError, err_codes=(10148,)):
+    """A create (action ``create``) found a consumer of that name with another configuration."""
+
+
+class ConsumerExistingActiveError(JetStreamApiError, err_codes=(10105,)):
+    """A push consumer of that name exists and is still bound to an active subscriber."""
+
+
+class ConsumerDoesNotExistError(ConsumerNotFoundError, err_codes=(10149,)):
+    """An update (action ``update``) found no consumer of that name.
+
+    A ``ConsumerNotFoundError``, so one ``except`` catches both ways of not finding it.
+    """
+
+
+class ConsumerOfflineError(JetStreamApiError, err_codes=(10119, 10195)):
+    """The consumer exists but is offline (for example, it needs a newer server)."""
+
+
+class InvalidConsumerResetError(JetStreamApiError, err_codes=(10204,)):
+    """A consumer reset asked for a sequence the consumer cannot be reset to."""
 
 
 class ConsumerDeletedError(JetStreamError):
