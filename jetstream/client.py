@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import logging
 import ssl
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, Self
@@ -55,6 +55,7 @@ from .subscription import MsgHandler, Subscription
 
 if TYPE_CHECKING:
     from ._connect import Callback, _Options
+    from .js import JetStream
 
 __all__ = ["Client"]
 
@@ -103,6 +104,10 @@ class Client:
         self._ping_timer: asyncio.TimerHandle | None = None
         self._reconnect_task: asyncio.Task[None] | None = None
         self._runner = CallbackRunner(self._loop)
+        #: called with the error when the connection is lost or closed (pending waiters fail)
+        self._loss_hooks: list[Callable[[BaseException], None]] = []
+        #: called after every reconnect (subscriptions are re-made by then)
+        self._reconnect_hooks: list[Callable[[], None]] = []
         self._connected_ev = asyncio.Event()
         self._closed_ev = asyncio.Event()
         self._event_streams: list[EventStream] = []
@@ -238,6 +243,8 @@ class Client:
         conn.pongs.clear()
         if self._mux is not None:
             self._mux.fail_all(lost)
+        for hook in self._loss_hooks:
+            hook(lost)
         self._release_writers()
         if self._state in (_State.CLOSED,):
             return
@@ -297,6 +304,8 @@ class Client:
                 last_auth = None
                 continue
             self.stats.reconnects += 1
+            for hook in list(self._reconnect_hooks):
+                hook()
             self._emit(EventKind.RECONNECTED, str(server))
             self._fire(self._opts.reconnected_cb)
             return
@@ -420,6 +429,8 @@ class Client:
     ) -> None:
         """Publish ``data`` on ``subject``; the bytes go out at the end of this loop iteration.
 
+        Waits only when the socket cannot take more (backpressure).
+
         Raises:
             BadSubjectError: the subject or reply subject is invalid (nothing is sent).
             BadHeaderError: a header cannot be encoded (nothing is sent).
@@ -427,46 +438,66 @@ class Client:
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
             ConnectionClosedError: the client is closed.
         """
+        self._publish_nowait(subject, data, reply, encode_headers(headers) if headers else None)
+        conn = self._conn
+        if conn is not None and conn.write_paused:
+            await self._wait_writable()
+
+    def _publish_nowait(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        reply: str | None,
+        hdr: bytes | None,
+    ) -> None:
+        """Validate and buffer one message (``hdr`` is an encoded header block or None)."""
         if self._closed:
             raise ConnectionClosedError(f"cannot publish to {subject!r}: the connection is closed")
         wbuf = self._wbuf
-        if reply is None and not headers:
-            # The fast path: a cached, validated "PUB <subject> " and a cached size line.
-            pre = self._pub_prefixes.get(subject)
-            if pre is None:
-                pre = self._pub_prefix(subject)
-            size = len(data)
+        pre = self._pub_prefixes.get(subject)
+        if pre is None:
+            pre = self._pub_prefix(subject)
+        if reply is not None and reply not in self._pub_prefixes:
+            self._pub_prefix(reply)
+        size = len(data) if hdr is None else len(data) + len(hdr)
+        if size > self._max_payload or (
+            self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size
+        ):
+            self._refuse(subject, size)
+        if reply is None and hdr is None:
+            # The fast path: the cached, validated "PUB <subject> " and a cached size line.
             line = _SIZE_LINES.get(size)
             if line is None:
                 line = _size_line(size)
-            if size > self._max_payload or (
-                self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size
-            ):
-                self._refuse(subject, size)
             wbuf += pre
             wbuf += line
             wbuf += data
             wbuf += b"\r\n"
         else:
-            if subject not in self._pub_prefixes:
-                self._pub_prefix(subject)
-            if reply is not None and reply not in self._pub_prefixes:
-                self._pub_prefix(reply)
-            hdr = encode_headers(headers) if headers else None
-            size = len(data) if hdr is None else len(data) + len(hdr)
-            if size > self._max_payload or (
-                self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size
-            ):
-                self._refuse(subject, size)
             encode_pub(wbuf, subject, data, reply, hdr)
         stats = self.stats
         stats.out_msgs += 1
         stats.out_bytes += size
         if len(wbuf) >= FLUSH_THRESHOLD:
             self._flush_now()
-            conn = self._conn
-            if conn is not None and conn.write_paused:
-                await self._wait_writable()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_cb)
+
+    def _publish_reply(self, reply: str, body: bytes) -> None:
+        """Buffer a small message to a subject the server gave us (an ack subject).
+
+        No validation: the parser splits control lines on whitespace, so a reply
+        subject cannot carry the characters validation guards against.
+        """
+        if self._closed:
+            raise ConnectionClosedError(f"cannot publish to {reply!r}: the connection is closed")
+        wbuf = self._wbuf
+        wbuf += b"PUB %b %d\r\n%b\r\n" % (reply.encode(), len(body), body)
+        self.stats.out_msgs += 1
+        self.stats.out_bytes += len(body)
+        if len(wbuf) >= FLUSH_THRESHOLD:
+            self._flush_now()
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_cb)
@@ -759,6 +790,8 @@ class Client:
                     conn.transport.abort()
         if self._mux is not None:
             self._mux.fail_all(closed)
+        for hook in self._loss_hooks:
+            hook(closed)
         self._release_writers()
         self._connected_ev.clear()
         subs = list(self._subs.values())
@@ -786,3 +819,22 @@ class Client:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+    def jetstream(
+        self,
+        *,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float = 5.0,
+        publish_async_max_pending: int = 4000,
+    ) -> JetStream:
+        """The JetStream context of this connection (see ``jetstream.js.JetStream``)."""
+        from .js import JetStream
+
+        return JetStream(
+            self,
+            domain=domain,
+            api_prefix=api_prefix,
+            timeout=timeout,
+            publish_async_max_pending=publish_async_max_pending,
+        )

@@ -16,6 +16,7 @@ __all__ = [
     "AccountResourcesExceededError",
     "AuthorizationError",
     "BadHeaderError",
+    "BadNameError",
     "BadRequestError",
     "BadSubjectError",
     "ConnectionClosedError",
@@ -55,6 +56,7 @@ __all__ = [
     "ObjectStoreError",
     "PermissionsError",
     "ProtocolError",
+    "PublishWindowFullError",
     "ReconnectBufferFullError",
     "RequiredApiLevelError",
     "SlowConsumerError",
@@ -355,3 +357,11 @@ class ReconnectBufferFullError(NatsError):
 
 class TlsError(NatsError):
     """The TLS handshake failed (certificate, hostname or protocol)."""
+
+
+class BadNameError(NatsError, ValueError):
+    """A stream, consumer, bucket or key name is invalid; nothing was sent."""
+
+
+class PublishWindowFullError(JetStreamError):
+    """``publish_async`` waited too long for room in its window of outstanding publishes."""

@@ -7,17 +7,19 @@ first read.
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING
 
 import msgspec
 
+from .errors import MsgAlreadyAckedError, NatsError
 from .protocol.headers import Headers, HeadersLike, parse_headers
 
 if TYPE_CHECKING:
     from .client import Client
     from .protocol.ops import Msg as MsgOp
 
-__all__ = ["Msg"]
+__all__ = ["JsMsg", "Msg", "MsgMetadata", "SequencePair", "parse_ack_subject"]
 
 _EMPTY_HEADERS = Headers()
 
@@ -84,3 +86,169 @@ class Msg(msgspec.Struct):
             f"Msg(subject={self.subject!r}, reply={self.reply!r}, "
             f"data={self.data[:32]!r}{'...' if len(self.data) > 32 else ''}{extra})"
         )
+
+
+class SequencePair(msgspec.Struct, frozen=True, gc=False):
+    """The stream and consumer sequence of a delivered message."""
+
+    stream: int
+    consumer: int
+
+
+class MsgMetadata(msgspec.Struct, frozen=True, gc=False):
+    """What the server says about a delivered JetStream message (from its ack subject)."""
+
+    stream: str
+    consumer: str
+    num_delivered: int
+    sequence: SequencePair
+    timestamp_ns: int
+    num_pending: int
+    domain: str = ""
+
+    @property
+    def timestamp(self) -> datetime.datetime:
+        """When the message was stored (UTC; microsecond precision, see ``timestamp_ns``)."""
+        return datetime.datetime.fromtimestamp(self.timestamp_ns / 1e9, tz=datetime.UTC)
+
+
+def parse_ack_subject(reply: str) -> MsgMetadata:
+    """Parse a ``$JS.ACK`` reply subject, in either layout.
+
+    v1 (9 tokens): ``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>``;
+    v2 (11 or more, servers with ``js_ack_fc_v2``): ``$JS.ACK.<domain>.<account hash>.``
+    then the same seven tokens, maybe followed by more. A domain of ``_`` means none.
+
+    Raises:
+        NatsError: not a JetStream ack subject.
+    """
+    t = reply.split(".")
+    n = len(t)
+    if n < 9 or t[0] != "$JS" or t[1] != "ACK":
+        raise NatsError(f"not a JetStream message: reply subject {reply!r}")
+    try:
+        if n == 9:
+            return MsgMetadata(
+                t[2], t[3], int(t[4]), SequencePair(int(t[5]), int(t[6])), int(t[7]), int(t[8])
+            )
+        if n >= 11:
+            domain = "" if t[2] == "_" else t[2]
+            return MsgMetadata(
+                t[4],
+                t[5],
+                int(t[6]),
+                SequencePair(int(t[7]), int(t[8])),
+                int(t[9]),
+                int(t[10]),
+                domain,
+            )
+    except ValueError:
+        pass
+    raise NatsError(f"not a JetStream message: malformed reply subject {reply!r}")
+
+
+_ACK = b"+ACK"
+_NAK = b"-NAK"
+_WPI = b"+WPI"
+_TERM = b"+TERM"
+
+
+class JsMsg(msgspec.Struct):
+    """A message delivered by a JetStream consumer, to be acknowledged.
+
+    ``headers`` and ``metadata`` are parsed on first access. ``ack``, ``nak`` and
+    ``term`` are terminal: a second one raises ``MsgAlreadyAckedError`` instead of
+    sending again. ``in_progress`` may be sent any number of times before.
+    """
+
+    subject: str
+    reply: str | None
+    data: bytes
+    _raw_headers: bytes | None = None
+    _client: Client | None = None
+    _acked: bool = False
+    _headers: Headers | None = None
+    _meta: MsgMetadata | None = None
+    _size: int = 0
+
+    @property
+    def headers(self) -> Headers:
+        h = self._headers
+        if h is None:
+            raw = self._raw_headers
+            h = parse_headers(raw)[2] if raw else _EMPTY_HEADERS
+            self._headers = h
+        return h
+
+    @property
+    def raw_headers(self) -> bytes | None:
+        return self._raw_headers
+
+    @property
+    def metadata(self) -> MsgMetadata:
+        """Stream, consumer, sequences, delivery count, pending count and timestamp."""
+        m = self._meta
+        if m is None:
+            m = self._meta = parse_ack_subject(self.reply or "")
+        return m
+
+    @property
+    def acked(self) -> bool:
+        """True once a terminal acknowledgement (ack, nak, term) was sent."""
+        return self._acked
+
+    def _send(self, body: bytes, terminal: bool) -> Client:
+        if self._acked:
+            raise MsgAlreadyAckedError(
+                f"message on {self.subject!r} was already acknowledged; nothing sent"
+            )
+        client = self._client
+        if not self.reply or client is None:
+            raise NatsError(
+                f"message on {self.subject!r} has no reply subject to acknowledge "
+                "(a consumer with ack_policy none?)"
+            )
+        client._publish_reply(self.reply, body)
+        if terminal:
+            self._acked = True
+        return client
+
+    async def ack(self) -> None:
+        """Acknowledge: the message is done. Buffered, not confirmed (see ``ack_sync``)."""
+        self._send(_ACK, True)
+
+    async def nak(self, delay: float | None = None) -> None:
+        """Negative ack: redeliver, after ``delay`` seconds when given."""
+        if delay is None:
+            self._send(_NAK, True)
+        else:
+            self._send(b'-NAK {"delay": %d}' % round(delay * 1e9), True)
+
+    async def term(self, reason: str | None = None) -> None:
+        """Never redeliver this message; ``reason`` shows in the MSG_TERMINATED advisory."""
+        self._send(_TERM + b" " + reason.encode() if reason else _TERM, True)
+
+    async def in_progress(self) -> None:
+        """Tell the server work goes on: resets the ack wait timer."""
+        self._send(_WPI, False)
+
+    async def ack_sync(self, timeout: float | None = None) -> None:
+        """Acknowledge and wait until the server confirms it (the "double ack").
+
+        Raises:
+            MsgAlreadyAckedError: already acknowledged; nothing is sent.
+            TimeoutError: no confirmation within ``timeout`` (default 5 s); the message
+                counts as not acknowledged and ``ack_sync`` may be called again.
+        """
+        if self._acked:
+            raise MsgAlreadyAckedError(
+                f"message on {self.subject!r} was already acknowledged; nothing sent"
+            )
+        client = self._client
+        if not self.reply or client is None:
+            raise NatsError(f"message on {self.subject!r} has no reply subject to acknowledge")
+        await client.request(self.reply, _ACK, timeout=5.0 if timeout is None else timeout)
+        self._acked = True
+
+    def __repr__(self) -> str:
+        return f"JsMsg(subject={self.subject!r}, data={self.data[:32]!r}, reply={self.reply!r})"

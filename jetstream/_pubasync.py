@@ -1,0 +1,201 @@
+"""Pipelined JetStream publishing: a bounded window of outstanding acks on one inbox.
+
+Every ``publish_async`` is a PUB with a reply subject ``<inbox>.<token>`` on one
+shared subscription; the ack resolves the future found by token. Timeouts are
+checked by one periodic sweep, not a timer per message. Every future resolves on
+every path: ack, API error, timeout, lost connection, close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING
+
+from ._api_base import decode_response
+from ._api_stream import PubAck
+from .errors import JetStreamError, NoRespondersError, PublishWindowFullError
+from .errors import TimeoutError as NatsTimeoutError
+from .protocol.headers import HeadersLike, encode_headers
+from .protocol.subjects import next_nuid
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .protocol.ops import Msg as MsgOp
+
+__all__ = ["AsyncPublisher"]
+
+_Entry = tuple["asyncio.Future[PubAck]", float, str]
+
+
+class AsyncPublisher:
+    """The ack mux and window behind ``JetStream.publish_async``."""
+
+    def __init__(self, nc: Client, max_pending: int, timeout: float) -> None:
+        if max_pending < 1:
+            raise ValueError("publish_async_max_pending must be at least 1")
+        self._nc = nc
+        self.max_pending = max_pending
+        self.timeout = timeout
+        self._prefix = ""
+        self._cut = 0
+        self._pending: dict[str, _Entry] = {}
+        self._seq = 0
+        self._room: deque[asyncio.Future[None]] = deque()
+        self._idle: list[asyncio.Future[None]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        # Delivery protocol: what the client needs to re-make the subscription.
+        self.subject = ""
+        self.queue: str | None = None
+        self.max_msgs: int | None = None
+        self.received = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def _ensure_sub(self) -> None:
+        if self._prefix:
+            return
+        nc = self._nc
+        self._prefix = f"{nc._opts.inbox_prefix}.{next_nuid()}."
+        self._cut = len(self._prefix)
+        self.subject = self._prefix + "*"
+        sid = nc._new_sid()
+        nc._register(sid, self)
+        nc._send_sub(self.subject, sid, None)
+        nc._loss_hooks.append(self._on_loss)
+
+    async def publish(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        headers: HeadersLike | None,
+        timeout: float | None,
+    ) -> asyncio.Future[PubAck]:
+        t = self.timeout if timeout is None else timeout
+        if len(self._pending) >= self.max_pending:
+            await self._wait_room(t)
+        self._ensure_sub()
+        nc = self._nc
+        self._seq += 1
+        token = str(self._seq)
+        hdr = encode_headers(headers) if headers else None
+        nc._publish_nowait(subject, data, self._prefix + token, hdr)
+        loop = nc._loop
+        fut: asyncio.Future[PubAck] = loop.create_future()
+        self._pending[token] = (fut, loop.time() + t, subject)
+        if self._timer is None:
+            self._arm()
+        conn = nc._conn
+        if conn is not None and conn.write_paused:
+            await nc._wait_writable()
+        return fut
+
+    # -- acks ------------------------------------------------------------------------
+
+    def _deliver(self, op: MsgOp) -> None:
+        self.received += 1
+        entry = self._pending.pop(op.subject[self._cut :], None)
+        if entry is None:
+            return
+        fut, _, subject = entry
+        if not fut.done():
+            if op.status == 503:
+                fut.set_exception(NoRespondersError(f"no stream answered a publish to {subject!r}"))
+            else:
+                try:
+                    fut.set_result(decode_response(op.payload, PubAck, subject))
+                except JetStreamError as exc:
+                    fut.set_exception(exc)
+        self._resolved()
+
+    def _resolved(self) -> None:
+        room = self._room
+        while room and len(self._pending) < self.max_pending:
+            w = room.popleft()
+            if not w.done():
+                w.set_result(None)
+                break
+        if not self._pending:
+            idle, self._idle = self._idle, []
+            for w in idle:
+                if not w.done():
+                    w.set_result(None)
+
+    # -- timeouts ------------------------------------------------------------------
+
+    def _arm(self) -> None:
+        interval = max(0.02, min(self.timeout / 4, 0.5))
+        self._timer = self._nc._loop.call_later(interval, self._sweep)
+
+    def _sweep(self) -> None:
+        self._timer = None
+        now = self._nc._loop.time()
+        expired = [k for k, (_, deadline, _) in self._pending.items() if deadline <= now]
+        for k in expired:
+            fut, _, subject = self._pending.pop(k)
+            if not fut.done():
+                fut.set_exception(
+                    NatsTimeoutError(f"no ack for the publish to {subject!r} in time")
+                )
+        if expired:
+            self._resolved()
+        if self._pending:
+            self._arm()
+
+    # -- loss and close ---------------------------------------------------------------
+
+    def _on_loss(self, exc: BaseException) -> None:
+        pending, self._pending = self._pending, {}
+        for fut, _, _ in pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        self._resolved()
+        for w in self._room:
+            if not w.done():
+                w.set_exception(exc)
+        self._room.clear()
+
+    async def _close(self) -> None:
+        """Called by the client when it closes (after the loss hooks ran)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- waiting ----------------------------------------------------------------------
+
+    async def _wait_room(self, timeout: float) -> None:
+        loop = self._nc._loop
+        try:
+            async with asyncio.timeout(timeout):
+                while len(self._pending) >= self.max_pending:
+                    w: asyncio.Future[None] = loop.create_future()
+                    self._room.append(w)
+                    await w
+        except TimeoutError as exc:
+            if isinstance(exc, NatsTimeoutError):
+                raise
+            raise PublishWindowFullError(
+                f"publish_async: {len(self._pending)} acks outstanding "
+                f"(max {self.max_pending}) for {timeout}s"
+            ) from None
+
+    async def wait_all(self, timeout: float) -> None:
+        if not self._pending:
+            return
+        w: asyncio.Future[None] = self._nc._loop.create_future()
+        self._idle.append(w)
+        try:
+            async with asyncio.timeout(timeout):
+                await w
+        except TimeoutError as exc:
+            if isinstance(exc, NatsTimeoutError):
+                raise
+            raise NatsTimeoutError(
+                f"publish_async_complete: {len(self._pending)} acks still outstanding "
+                f"after {timeout}s"
+            ) from None
+        finally:
+            if w in self._idle:
+                self._idle.remove(w)

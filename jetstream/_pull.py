@@ -1,0 +1,596 @@
+"""Pull consumption: one-shot fetches and the continuous ``MessageStream``.
+
+Both register themselves in the client's sid table on an inbox of their own and
+receive messages straight from the read path (no task, no future per message).
+Status messages never reach user code:
+
+- 100 idle heartbeat: proof of life (a flag the heartbeat timer reads);
+- 404 no messages, 408 request timeout, 409 "Message Size Exceeds MaxBytes" /
+  "Batch Completed" / "Exceeded MaxWaiting": a pull request ended; the counts of
+  what it will no longer deliver come in Nats-Pending-Messages/-Bytes (ADR-37);
+- 409 "Leadership Change" / "Server Shutdown": the requests are gone, pull again;
+- 409 "Consumer Deleted" / "Consumer is push based" and 400: terminal;
+- 423 pin id mismatch (pinned priority groups): forget the pin, pull again.
+
+The continuous stream keeps ``outstanding`` (asked, not yet delivered or given up
+by the server) and the buffer (delivered, not yet taken by the reader); below the
+threshold it pulls ``batch - outstanding - buffered`` more, so memory stays
+bounded by one batch however slow the reader is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Self
+
+from .api import PullRequest, encode
+from .errors import (
+    ConsumerDeletedError,
+    JetStreamError,
+    NatsError,
+    NoHeartbeatError,
+    NoRespondersError,
+)
+from .message import JsMsg
+from .protocol.headers import (
+    NATS_PENDING_BYTES,
+    NATS_PENDING_MESSAGES,
+    parse_headers,
+)
+
+if TYPE_CHECKING:
+    from ._push import PushStream
+    from .consumer import Consumer
+    from .protocol.ops import Msg as MsgOp
+
+__all__ = ["ConsumeContext", "MessageStream", "PullOptions", "fetch"]
+
+ErrorCallback = Callable[[BaseException], Any]
+PIN_ID_HEADER = "Nats-Pin-Id"
+
+
+@dataclass
+class PullOptions:
+    """Options of a pull (checked before anything is sent)."""
+
+    batch: int = 500
+    max_bytes: int | None = None
+    expires: float = 30.0
+    heartbeat: float | None = None
+    threshold_messages: int | None = None
+    threshold_bytes: int | None = None
+    no_wait: bool = False
+    group: str | None = None
+    min_pending: int | None = None
+    min_ack_pending: int | None = None
+    priority: int | None = None
+
+    def check(self) -> None:
+        if self.batch < 1:
+            raise ValueError("batch / max_messages must be at least 1")
+        if self.max_bytes is not None and self.max_bytes < 1:
+            raise ValueError("max_bytes must be positive")
+        if not self.no_wait and self.expires < 0.001:
+            raise ValueError("expires must be positive")
+        if self.heartbeat is not None and not self.no_wait:
+            if self.heartbeat <= 0:
+                raise ValueError("heartbeat must be positive")
+            if self.heartbeat * 2 > self.expires:
+                raise ValueError("heartbeat must be at most half of expires")
+
+
+class _PullBase:
+    """An inbox subscription that receives what pull requests deliver."""
+
+    def __init__(self, consumer: Consumer, opts: PullOptions) -> None:
+        opts.check()
+        js = consumer.js
+        self._consumer = consumer
+        self._nc = nc = js.client
+        self._loop = nc._loop
+        self._opts = opts
+        self._next_subject = js.api_subject(
+            f"CONSUMER.MSG.NEXT.{consumer.stream_name}.{consumer.name}"
+        )
+        self.subject = nc.new_inbox()
+        self.queue: str | None = None
+        self.max_msgs: int | None = None
+        self.received = 0
+        self._sid = nc._new_sid()
+        self._buf: deque[JsMsg] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._seen = False
+        self._hb_misses = 0
+        self._hb_timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._error: BaseException | None = None
+        self._pin_id: str | None = None
+        self._track_bytes = opts.max_bytes is not None
+
+    def _subscribe(self) -> None:
+        nc = self._nc
+        nc._register(self._sid, self)
+        nc._send_sub(self.subject, self._sid, None)
+
+    def _unsubscribe(self) -> None:
+        nc = self._nc
+        if self._sid in nc._subs:
+            nc._forget_sub(self._sid)
+            nc._send_unsub(self._sid, None)
+
+    def _pull(self, batch: int, max_bytes: int | None) -> None:
+        o = self._opts
+        req = PullRequest(batch=batch)
+        if max_bytes is not None:
+            req.max_bytes = max_bytes
+        if o.no_wait:
+            req.no_wait = True
+        else:
+            req.expires = o.expires
+            if o.heartbeat:
+                req.idle_heartbeat = o.heartbeat
+        if o.group is not None:
+            req.group = o.group
+            if o.min_pending is not None:
+                req.min_pending = o.min_pending
+            if o.min_ack_pending is not None:
+                req.min_ack_pending = o.min_ack_pending
+            if o.priority is not None:
+                req.priority = o.priority
+            if self._pin_id:
+                req.id = self._pin_id
+        self._nc._publish_nowait(self._next_subject, encode(req), self.subject, None)
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            if not w.done():
+                w.set_result(None)
+
+    def _deliver(self, op: MsgOp) -> None:
+        self._seen = True
+        if op.status == 0:
+            self.received += 1
+            msg = JsMsg(op.subject, op.reply, op.payload, op.headers, self._nc)
+            if self._opts.group is not None and op.headers and b"Nats-Pin-Id" in op.headers:
+                self._pin_id = msg.headers.get(PIN_ID_HEADER) or self._pin_id
+            size = (
+                len(op.subject)
+                + len(op.reply or "")
+                + len(op.payload)
+                + (len(op.headers) if op.headers else 0)
+                if self._track_bytes
+                else 0
+            )
+            self._on_msg(msg, size)
+        else:
+            _, desc, headers = parse_headers(op.headers or b"NATS/1.0\r\n\r\n")
+            try:
+                msgs = int(headers.get(NATS_PENDING_MESSAGES, "0"))
+                nbytes = int(headers.get(NATS_PENDING_BYTES, "0"))
+            except ValueError:
+                msgs = nbytes = 0
+            self._on_status(op.status, desc, msgs, nbytes)
+
+    def _on_msg(self, msg: JsMsg, size: int) -> None:
+        raise NotImplementedError
+
+    def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
+        raise NotImplementedError
+
+    def _status_error(self, status: int, desc: str) -> NatsError:
+        c = self._consumer
+        where = f"consumer {c.name!r} of stream {c.stream_name!r}"
+        if status == 409 and "consumer deleted" in desc.lower():
+            return ConsumerDeletedError(f"{where} was deleted")
+        if status == 503:
+            return NoRespondersError(f"no server answered a pull on {where}")
+        return JetStreamError(f"pull on {where} failed: {status} {desc}")
+
+    # heartbeats: one timer per pull, checking a flag; nothing per message
+
+    def _arm_heartbeat(self) -> None:
+        hb = self._opts.heartbeat
+        if hb and self._hb_timer is None and not self._closed:
+            self._hb_timer = self._loop.call_later(hb, self._hb_tick)
+
+    def _stop_heartbeat(self) -> None:
+        if self._hb_timer is not None:
+            self._hb_timer.cancel()
+            self._hb_timer = None
+
+    def _hb_tick(self) -> None:
+        self._hb_timer = None
+        if self._closed:
+            return
+        if self._seen or not self._expecting() or not self._nc.is_connected:
+            self._seen = False
+            self._hb_misses = 0
+        else:
+            self._hb_misses += 1
+            if self._hb_misses >= 2:
+                self._hb_misses = 0
+                self._missed_heartbeat()
+        self._arm_heartbeat()
+
+    def _expecting(self) -> bool:
+        raise NotImplementedError
+
+    def _missed_heartbeat(self) -> None:
+        raise NotImplementedError
+
+    def _missed_error(self) -> NoHeartbeatError:
+        c = self._consumer
+        hb = self._opts.heartbeat
+        return NoHeartbeatError(
+            f"no heartbeat from consumer {c.name!r} of stream {c.stream_name!r} "
+            f"for {2 * (hb or 0):g}s"
+        )
+
+    async def _close(self) -> None:
+        """Called by the client on close."""
+        self._finish(None)
+
+    def _finish(self, error: BaseException | None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if error is not None and self._error is None:
+            self._error = error
+        self._stop_heartbeat()
+        self._unsubscribe()
+        self._wake()
+
+
+class _Fetch(_PullBase):
+    def __init__(self, consumer: Consumer, opts: PullOptions) -> None:
+        super().__init__(consumer, opts)
+        self._done: asyncio.Future[None] = self._loop.create_future()
+        self._bytes = 0
+
+    def _on_msg(self, msg: JsMsg, size: int) -> None:
+        self._buf.append(msg)
+        self._bytes += size
+        o = self._opts
+        if len(self._buf) >= o.batch or (o.max_bytes is not None and self._bytes >= o.max_bytes):
+            self._end(None)
+
+    def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
+        if status == 100:
+            return
+        if (
+            status in (404, 408)
+            or (
+                status == 409
+                and ("exceeds maxbytes" in desc.lower() or "batch completed" in desc.lower())
+            )
+            or (status == 409 and "leadership change" in desc.lower())
+        ):
+            self._end(None)
+        else:
+            self._end(self._status_error(status, desc))
+
+    def _end(self, error: BaseException | None) -> None:
+        if not self._done.done():
+            if error is not None:
+                self._done.set_exception(error)
+            else:
+                self._done.set_result(None)
+
+    def _expecting(self) -> bool:
+        return not self._done.done()
+
+    def _missed_heartbeat(self) -> None:
+        self._end(self._missed_error())
+
+    async def run(self) -> list[JsMsg]:
+        o = self._opts
+        self._subscribe()
+        try:
+            self._pull(o.batch, o.max_bytes)
+            self._arm_heartbeat()
+            timeout = self._nc._opts.connect_timeout + (o.expires if not o.no_wait else 0)
+            try:
+                async with asyncio.timeout(timeout + 1.0):
+                    await asyncio.shield(self._done)
+            except TimeoutError:
+                pass  # the server never closed the request: return what came
+            except (NoHeartbeatError, NoRespondersError, JetStreamError):
+                if not self._buf or not isinstance(self._done.exception(), NoHeartbeatError):
+                    raise
+            return list(self._buf)
+        finally:
+            self._finish(None)
+            if self._done.done() and not self._done.cancelled():
+                self._done.exception()  # retrieved
+            else:
+                self._done.cancel()
+
+
+async def fetch(consumer: Consumer, opts: PullOptions) -> list[JsMsg]:
+    """One pull request: up to ``opts.batch`` messages (see ``Consumer.fetch``)."""
+    return await _Fetch(consumer, opts).run()
+
+
+class MessageStream(_PullBase):
+    """Continuous pull consumption: an async iterator of ``JsMsg`` (``Consumer.messages``).
+
+    Keeps its buffer topped up with pull requests at the threshold, watches the idle
+    heartbeats, and pulls again after a reconnect or a missed heartbeat (reported to
+    ``error_cb`` as ``NoHeartbeatError``). ``ConsumerDeletedError`` (and other
+    terminal statuses) end the iteration by being raised. ``stop()`` ends it at once;
+    ``drain()`` lets the reader take what is buffered first.
+    """
+
+    def __init__(
+        self, consumer: Consumer, opts: PullOptions, error_cb: ErrorCallback | None
+    ) -> None:
+        super().__init__(consumer, opts)
+        b = opts.batch
+        self._thr_msgs = opts.threshold_messages if opts.threshold_messages is not None else b // 2
+        mb = opts.max_bytes
+        self._thr_bytes = (
+            opts.threshold_bytes if opts.threshold_bytes is not None else (mb // 2 if mb else 0)
+        )
+        self._out_msgs = 0
+        self._out_bytes = 0
+        self._buf_bytes = 0
+        self._draining = False
+        self._error_cb = error_cb
+        self._retry_timer: asyncio.TimerHandle | None = None
+        self._started = False
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._subscribe()
+        self._nc._loss_hooks.append(self._on_loss)
+        self._nc._reconnect_hooks.append(self._on_reconnect)
+        self._refill()
+        self._arm_heartbeat()
+
+    # -- accounting -------------------------------------------------------------------
+
+    def _refill(self) -> None:
+        if self._closed or self._draining or self._retry_timer is not None:
+            return
+        o = self._opts
+        have = self._out_msgs + len(self._buf)
+        if o.max_bytes is None:
+            if have <= self._thr_msgs:
+                n = o.batch - have
+                if n > 0:
+                    self._out_msgs += n
+                    self._pull(n, None)
+        else:
+            have_bytes = self._out_bytes + self._buf_bytes
+            if have_bytes <= self._thr_bytes or have <= self._thr_msgs:
+                nbytes = o.max_bytes - have_bytes
+                n = o.batch - have
+                if nbytes > 0 and n > 0:
+                    self._out_msgs += n
+                    self._out_bytes += nbytes
+                    self._pull(n, nbytes)
+
+    def _on_msg(self, msg: JsMsg, size: int) -> None:
+        if self._closed:
+            return
+        if self._out_msgs > 0:
+            self._out_msgs -= 1
+        if size:
+            self._out_bytes = max(self._out_bytes - size, 0)
+            self._buf_bytes += size
+            msg._size = size
+        self._buf.append(msg)
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            if not w.done():
+                w.set_result(None)
+
+    def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
+        low = desc.lower()
+        if status == 100:
+            return
+        if status in (404, 408) or (
+            status == 409
+            and ("exceeds maxbytes" in low or "batch completed" in low or "maxwaiting" in low)
+        ):
+            self._out_msgs = max(self._out_msgs - msgs, 0)
+            self._out_bytes = max(self._out_bytes - nbytes, 0)
+            if status == 409 and "maxwaiting" in low:
+                self._report(JetStreamError(f"pull request refused: {desc}"))
+            self._refill()
+        elif status == 409 and ("leadership change" in low or "server shutdown" in low):
+            self._reset()
+        elif status == 423:
+            self._pin_id = None
+            self._reset()
+        elif status == 503:
+            # No consumer leader right now (an election, a restart): try again shortly.
+            self._report(self._status_error(status, desc))
+            self._out_msgs = self._out_bytes = 0
+            self._retry_later()
+        else:
+            self._finish(self._status_error(status, desc))
+
+    def _reset(self) -> None:
+        """Forget every outstanding request and pull afresh."""
+        self._out_msgs = 0
+        self._out_bytes = 0
+        self._refill()
+
+    def _retry_later(self, delay: float = 0.5) -> None:
+        if self._retry_timer is None and not self._closed:
+            self._retry_timer = self._loop.call_later(delay, self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry_timer = None
+        self._refill()
+
+    def _expecting(self) -> bool:
+        return self._out_msgs > 0
+
+    def _missed_heartbeat(self) -> None:
+        self._report(self._missed_error())
+        self._reset()
+
+    def _on_loss(self, exc: BaseException) -> None:
+        self._seen = True  # no heartbeat judgement across a reconnect
+
+    def _on_reconnect(self) -> None:
+        if not self._closed:
+            self._seen = True
+            self._reset()
+
+    def _report(self, exc: BaseException) -> None:
+        if self._error_cb is not None:
+            try:
+                res = self._error_cb(exc)
+                if inspect.isawaitable(res):
+                    self._nc._spawn(res)
+            except Exception as cb_exc:
+                self._nc._report_error(cb_exc)
+        else:
+            self._nc._report_error(exc)
+
+    def _finish(self, error: BaseException | None) -> None:
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+            self._retry_timer = None
+        nc = self._nc
+        if self._on_loss in nc._loss_hooks:
+            nc._loss_hooks.remove(self._on_loss)
+        if self._on_reconnect in nc._reconnect_hooks:
+            nc._reconnect_hooks.remove(self._on_reconnect)
+        super()._finish(error)
+
+    # -- the reader side -----------------------------------------------------------------
+
+    def __aiter__(self) -> Self:
+        self._start()
+        return self
+
+    async def __anext__(self) -> JsMsg:
+        buf = self._buf
+        while True:
+            if buf:
+                msg = buf.popleft()
+                if self._track_bytes:
+                    self._buf_bytes -= msg._size
+                if not self._closed:
+                    self._refill()
+                return msg
+            if self._closed or self._draining:
+                if self._error is not None:
+                    raise self._error
+                raise StopAsyncIteration
+            self._start()
+            w = self._loop.create_future()
+            self._waiter = w
+            try:
+                await w
+            finally:
+                self._waiter = None
+
+    async def next(self, timeout: float | None = None) -> JsMsg:
+        """The next message, waiting at most ``timeout`` seconds.
+
+        Raises:
+            TimeoutError: nothing arrived in time.
+            StopAsyncIteration: the stream was stopped or drained.
+        """
+        from .errors import TimeoutError as NatsTimeoutError
+
+        try:
+            async with asyncio.timeout(timeout):
+                return await self.__anext__()
+        except TimeoutError as exc:
+            if isinstance(exc, NatsError):
+                raise
+            raise NatsTimeoutError(f"no message within {timeout}s") from None
+
+    def stop(self) -> None:
+        """Stop now: unsubscribe and drop what is buffered (it is redelivered after ack_wait)."""
+        self._buf.clear()
+        self._finish(None)
+
+    async def drain(self) -> None:
+        """Stop pulling; the reader still gets what is buffered, then the iteration ends."""
+        self._draining = True
+        self._finish(None)
+
+    @property
+    def pending(self) -> int:
+        """Messages buffered and not yet taken by the reader."""
+        return len(self._buf)
+
+    async def __aenter__(self) -> Self:
+        self._start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class ConsumeContext:
+    """A running ``Consumer.consume(handler)``: one task feeding the handler in order."""
+
+    def __init__(
+        self,
+        stream: MessageStream | PushStream,
+        handler: Callable[[JsMsg], Awaitable[None] | None],
+    ) -> None:
+        self._stream = stream
+        self._handler = handler
+        self._error: NatsError | None = None
+        stream._start()
+        self._task = stream._loop.create_task(self._run(), name="jetstream-consume")
+
+    async def _run(self) -> None:
+        handler = self._handler
+        try:
+            async for msg in self._stream:
+                try:
+                    res = handler(msg)
+                    if res is not None:
+                        await res
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._stream._report(exc)
+        except NatsError as exc:
+            self._stream._report(exc)
+            self._error = exc
+
+    @property
+    def closed(self) -> bool:
+        return self._task.done()
+
+    def stop(self) -> None:
+        """Stop consuming now; messages not yet handled are redelivered after ack_wait."""
+        self._stream.stop()
+
+    async def drain(self) -> None:
+        """Stop pulling, handle what is buffered, then end."""
+        await self._stream.drain()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def wait(self) -> None:
+        """Wait until consumption ends; raises the terminal error if there was one."""
+        await asyncio.shield(self._task)
+        if self._error is not None:
+            raise self._error
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()
+        await asyncio.gather(self._task, return_exceptions=True)

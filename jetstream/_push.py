@@ -1,0 +1,207 @@
+"""Push consumption: a subscription on a consumer's deliver subject.
+
+Several subscribers may share a push consumer through its ``deliver_group`` (a
+queue group). Flow-control requests are answered once the reader has taken the
+messages that came before them, so a slow reader slows the server down instead
+of growing the buffer; idle heartbeats are watched (two missed ones are reported
+as ``NoHeartbeatError``) and a stalled-consumer hint is answered at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import deque
+from typing import TYPE_CHECKING, Self
+
+from .errors import ConsumerDeletedError, NatsError, NoHeartbeatError
+from .errors import TimeoutError as NatsTimeoutError
+from .message import JsMsg
+from .protocol.headers import parse_headers
+
+if TYPE_CHECKING:
+    from ._pull import ErrorCallback
+    from .consumer import Consumer
+    from .protocol.ops import Msg as MsgOp
+
+__all__ = ["PushStream"]
+
+_STALLED = "Nats-Consumer-Stalled"
+
+
+class PushStream:
+    """Messages of a push consumer, as an async iterator (``Consumer.messages()``)."""
+
+    def __init__(self, consumer: Consumer, *, error_cb: ErrorCallback | None = None) -> None:
+        cfg = consumer.cached_info.config
+        js = consumer.js
+        self._consumer = consumer
+        self._nc = nc = js.client
+        self._loop = nc._loop
+        self.subject = str(cfg.deliver_subject)
+        self.queue: str | None = str(cfg.deliver_group) if cfg.deliver_group else None
+        self.max_msgs: int | None = None
+        self.received = 0
+        self._hb = float(cfg.idle_heartbeat) if cfg.idle_heartbeat else 0.0
+        self._sid = nc._new_sid()
+        self._buf: deque[JsMsg] = deque()
+        self._taken = 0
+        self._fc: deque[tuple[int, str]] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._seen = False
+        self._misses = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._draining = False
+        self._error: BaseException | None = None
+        self._error_cb = error_cb
+        self._started = False
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        nc = self._nc
+        nc._register(self._sid, self)
+        nc._send_sub(self.subject, self._sid, self.queue)
+        if self._hb:
+            self._timer = self._loop.call_later(self._hb, self._tick)
+
+    # -- receive path ---------------------------------------------------------------
+
+    def _deliver(self, op: MsgOp) -> None:
+        self._seen = True
+        if op.status == 0:
+            self.received += 1
+            self._buf.append(JsMsg(op.subject, op.reply, op.payload, op.headers, self._nc))
+            w = self._waiter
+            if w is not None:
+                self._waiter = None
+                if not w.done():
+                    w.set_result(None)
+            return
+        _, desc, headers = parse_headers(op.headers or b"NATS/1.0\r\n\r\n")
+        low = desc.lower()
+        if op.status == 100:
+            if "flowcontrol" in low.replace(" ", "") and op.reply:
+                # Answer once the reader has taken everything received before it.
+                self._fc.append((self.received, op.reply))
+                self._answer_flow_control()
+            stalled = headers.get(_STALLED)
+            if stalled:
+                self._nc._publish_reply(stalled, b"")
+        elif op.status == 409 and "consumer deleted" in low:
+            c = self._consumer
+            self._finish(ConsumerDeletedError(f"push consumer {c.name!r} was deleted"))
+
+    def _answer_flow_control(self) -> None:
+        fc = self._fc
+        while fc and fc[0][0] <= self._taken:
+            self._nc._publish_reply(fc.popleft()[1], b"")
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self._closed:
+            return
+        if self._seen or not self._nc.is_connected:
+            self._seen = False
+            self._misses = 0
+        else:
+            self._misses += 1
+            if self._misses >= 2:
+                self._misses = 0
+                c = self._consumer
+                self._report(
+                    NoHeartbeatError(
+                        f"no heartbeat from push consumer {c.name!r} for {2 * self._hb:g}s"
+                    )
+                )
+        self._timer = self._loop.call_later(self._hb, self._tick)
+
+    def _report(self, exc: BaseException) -> None:
+        if self._error_cb is not None:
+            try:
+                res = self._error_cb(exc)
+                if inspect.isawaitable(res):
+                    self._nc._spawn(res)
+            except Exception as cb_exc:
+                self._nc._report_error(cb_exc)
+        else:
+            self._nc._report_error(exc)
+
+    # -- reader side -------------------------------------------------------------------
+
+    def __aiter__(self) -> Self:
+        self._start()
+        return self
+
+    async def __anext__(self) -> JsMsg:
+        while True:
+            if self._buf:
+                msg = self._buf.popleft()
+                self._taken += 1
+                if self._fc:
+                    self._answer_flow_control()
+                return msg
+            if self._closed or self._draining:
+                if self._error is not None:
+                    raise self._error
+                raise StopAsyncIteration
+            self._start()
+            w = self._loop.create_future()
+            self._waiter = w
+            try:
+                await w
+            finally:
+                self._waiter = None
+
+    async def next(self, timeout: float | None = None) -> JsMsg:
+        """The next message, waiting at most ``timeout`` seconds."""
+        try:
+            async with asyncio.timeout(timeout):
+                return await self.__anext__()
+        except TimeoutError as exc:
+            if isinstance(exc, NatsError):
+                raise
+            raise NatsTimeoutError(f"no message within {timeout}s") from None
+
+    def _finish(self, error: BaseException | None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if error is not None:
+            self._error = error
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        nc = self._nc
+        if self._sid in nc._subs:
+            nc._forget_sub(self._sid)
+            nc._send_unsub(self._sid, None)
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def _close(self) -> None:
+        self._finish(None)
+
+    def stop(self) -> None:
+        """Unsubscribe now and drop what is buffered (redelivered after ack_wait)."""
+        self._buf.clear()
+        self._finish(None)
+
+    async def drain(self) -> None:
+        """Unsubscribe; the reader still gets what is buffered, then the iteration ends."""
+        self._draining = True
+        self._finish(None)
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
+
+    async def __aenter__(self) -> Self:
+        self._start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,205 @@
+"""The Consumer handle: info, delete, and the ways to receive its messages.
+
+Pull consumers: ``next``, ``fetch``, ``fetch_no_wait``, continuous ``messages()``
+and ``consume(handler)``. For a push consumer (one with a ``deliver_subject``)
+``messages()`` and ``consume()`` subscribe to its deliver subject instead.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ._pull import ConsumeContext, ErrorCallback, MessageStream, PullOptions, fetch
+from .api import ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
+from .errors import TimeoutError as NatsTimeoutError
+
+if TYPE_CHECKING:
+    from ._push import PushStream
+    from .js import JetStream
+    from .message import JsMsg
+
+__all__ = ["Consumer"]
+
+
+def _default_heartbeat(expires: float) -> float | None:
+    """Idle heartbeat for one fetch: 5 s once the request lives 10 s or more."""
+    return 5.0 if expires >= 10 else None
+
+
+class Consumer:
+    """A handle on one consumer of a stream. ``cached_info`` is from when it was made."""
+
+    def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
+        self._js = js
+        self.cached_info = info
+        self.name = info.name
+        self.stream_name = info.stream_name
+
+    def __repr__(self) -> str:
+        return f"<Consumer {self.name!r} of stream {self.stream_name!r}>"
+
+    @property
+    def js(self) -> JetStream:
+        return self._js
+
+    @property
+    def is_push(self) -> bool:
+        """True for a push consumer (its config has a deliver_subject)."""
+        return bool(self.cached_info.config.deliver_subject)
+
+    async def info(self) -> ConsumerInfo:
+        """Fetch the consumer's state (and refresh ``cached_info``)."""
+        info = await self._js._api(
+            f"CONSUMER.INFO.{self.stream_name}.{self.name}", None, ConsumerInfo
+        )
+        self.cached_info = info
+        return info
+
+    async def delete(self) -> bool:
+        """Delete this consumer."""
+        stream = await self._js.stream(self.stream_name)
+        return await stream.delete_consumer(self.name)
+
+    # -- one-shot pulls -------------------------------------------------------------------
+
+    async def fetch(
+        self,
+        batch: int = 1,
+        *,
+        max_bytes: int | None = None,
+        expires: float = 30.0,
+        heartbeat: float | None = None,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> list[JsMsg]:
+        """Pull up to ``batch`` messages (and at most ``max_bytes``) in one request.
+
+        Returns when the batch is complete, or when the request ends (``expires``
+        seconds, default 30, or a status from the server) with what came so far,
+        maybe nothing. For requests of 10 s or more the server sends a heartbeat
+        every 5 s, and two missed ones end the fetch with ``NoHeartbeatError``
+        (when nothing came). ``group`` and the ``min_*``/``priority`` options are for
+        consumers with priority groups.
+
+        Raises:
+            ConsumerDeletedError: the consumer was deleted meanwhile.
+            NoHeartbeatError: the server went silent and nothing was received.
+        """
+        opts = PullOptions(
+            batch=batch,
+            max_bytes=max_bytes,
+            expires=expires,
+            heartbeat=heartbeat if heartbeat is not None else _default_heartbeat(expires),
+            group=group,
+            min_pending=min_pending,
+            min_ack_pending=min_ack_pending,
+            priority=priority,
+        )
+        return await fetch(self, opts)
+
+    async def fetch_no_wait(
+        self, batch: int = 1, *, max_bytes: int | None = None, group: str | None = None
+    ) -> list[JsMsg]:
+        """Pull up to ``batch`` messages that are available right now; maybe none."""
+        opts = PullOptions(batch=batch, max_bytes=max_bytes, no_wait=True, group=group)
+        return await fetch(self, opts)
+
+    async def next(
+        self, timeout: float = 30.0, *, heartbeat: float | None = None, group: str | None = None
+    ) -> JsMsg:
+        """The next message, waiting at most ``timeout`` seconds.
+
+        Raises:
+            TimeoutError: no message in time.
+        """
+        msgs = await self.fetch(1, expires=timeout, heartbeat=heartbeat, group=group)
+        if not msgs:
+            raise NatsTimeoutError(
+                f"no message from consumer {self.name!r} of stream {self.stream_name!r} "
+                f"within {timeout}s"
+            )
+        return msgs[0]
+
+    # -- continuous ------------------------------------------------------------------------
+
+    def messages(
+        self,
+        *,
+        max_messages: int = 500,
+        max_bytes: int | None = None,
+        expires: float = 30.0,
+        heartbeat: float | None = None,
+        threshold_messages: int | None = None,
+        threshold_bytes: int | None = None,
+        error_cb: ErrorCallback | None = None,
+        group: str | None = None,
+        min_pending: int | None = None,
+        min_ack_pending: int | None = None,
+        priority: int | None = None,
+    ) -> MessageStream | PushStream:
+        """Continuous consumption: ``async with consumer.messages() as it: async for m in it``.
+
+        The buffer holds at most ``max_messages`` (and ``max_bytes``); it is topped up
+        with a new pull when it falls to ``threshold_messages`` (default half). Each pull
+        lives ``expires`` seconds with an idle heartbeat every ``heartbeat`` seconds
+        (default half of ``expires``, at most 30). Missed heartbeats and reconnects lead
+        to a fresh pull and are reported to ``error_cb`` (default: the client's error
+        callback), never to the iterator; a deleted consumer ends it with
+        ``ConsumerDeletedError``.
+        """
+        if self.is_push:
+            from ._push import PushStream
+
+            return PushStream(self, error_cb=error_cb)
+        hb = heartbeat if heartbeat is not None else min(expires / 2, 30.0)
+        opts = PullOptions(
+            batch=max_messages,
+            max_bytes=max_bytes,
+            expires=expires,
+            heartbeat=hb,
+            threshold_messages=threshold_messages,
+            threshold_bytes=threshold_bytes,
+            group=group,
+            min_pending=min_pending,
+            min_ack_pending=min_ack_pending,
+            priority=priority,
+        )
+        return MessageStream(self, opts, error_cb)
+
+    async def consume(
+        self, handler: Callable[[JsMsg], Awaitable[None] | None], **messages_kw: Any
+    ) -> ConsumeContext:
+        """Run ``handler`` for each message, in order, in one task (see ``messages``).
+
+        Returns a ``ConsumeContext`` with ``stop()``, ``drain()`` and ``wait()``; it is
+        also an async context manager that stops on exit. Exceptions from the
+        handler go to ``error_cb`` and consumption goes on.
+        """
+        stream = self.messages(**messages_kw)
+        return ConsumeContext(stream, handler)
+
+    # -- administration ---------------------------------------------------------------------
+
+    async def pause(self, until: _dt.datetime) -> ConsumerPauseResponse:
+        """Deliver nothing until ``until``."""
+        stream = await self._js.stream(self.stream_name)
+        return await stream.pause_consumer(self.name, until)
+
+    async def resume(self) -> ConsumerPauseResponse:
+        """Resume a paused consumer."""
+        stream = await self._js.stream(self.stream_name)
+        return await stream.resume_consumer(self.name)
+
+    async def unpin(self, group: str) -> None:
+        """Unpin the pinned client of a priority group."""
+        stream = await self._js.stream(self.stream_name)
+        await stream.unpin_consumer(self.name, group)
+
+    async def reset(self, seq: int | None = None) -> ConsumerResetResponse:
+        """Reset to stream sequence ``seq`` (server 2.14+)."""
+        stream = await self._js.stream(self.stream_name)
+        return await stream.reset_consumer(self.name, seq)

@@ -1,0 +1,320 @@
+"""The ordered consumer: every message of a stream exactly once, in order.
+
+Underneath is an ephemeral pull consumer (ack none, one replica, memory storage).
+Each delivered message must carry the next consumer sequence; on a gap, a missed
+heartbeat, a deleted consumer, a pull that nobody answers or a reconnect, the
+consumer is dropped and made again from the stream sequence after the last one
+delivered, with backoff, as many times as it takes. When the stream itself is
+gone, the iterator ends with ``StreamNotFoundError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as _dt
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Self
+
+from ._pull import MessageStream, PullOptions
+from .api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy
+from .consumer import Consumer
+from .errors import (
+    ConsumerDeletedError,
+    ConsumerNotFoundError,
+    NatsError,
+    StreamNotFoundError,
+)
+from .errors import TimeoutError as NatsTimeoutError
+
+if TYPE_CHECKING:
+    from .api import ConsumerInfo
+    from .js import JetStream
+    from .message import JsMsg
+
+__all__ = ["OrderedConsumer", "OrderedStream"]
+
+_RESET_BACKOFF = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+class OrderedConsumer:
+    """Create with ``await stream.ordered_consumer(filter_subjects=[...])``."""
+
+    def __init__(
+        self,
+        js: JetStream,
+        stream: str,
+        *,
+        filter_subjects: Sequence[str] = (),
+        deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
+        opt_start_seq: int | None = None,
+        opt_start_time: _dt.datetime | None = None,
+        headers_only: bool = False,
+        replay_policy: ReplayPolicy = ReplayPolicy.INSTANT,
+        inactive_threshold: float = 300.0,
+        error_cb: Callable[[BaseException], Any] | None = None,
+    ) -> None:
+        self._js = js
+        self.stream_name = stream
+        self.filter_subjects = list(filter_subjects)
+        self._deliver_policy = deliver_policy
+        self._opt_start_seq = opt_start_seq
+        self._opt_start_time = opt_start_time
+        self._headers_only = headers_only
+        self._replay = replay_policy
+        self._inactive = inactive_threshold
+        self._error_cb = error_cb
+        self._consumer: Consumer | None = None
+        #: stream sequence of the last message handed out (0: none yet)
+        self.stream_seq = 0
+        self._consumer_seq = 0
+        #: how many times the underlying consumer was made again
+        self.resets = 0
+
+    @classmethod
+    async def create(cls, js: JetStream, stream: str, **options: Any) -> OrderedConsumer:
+        oc = cls(js, stream, **options)
+        await oc._recreate(first=True)
+        return oc
+
+    def _config(self) -> ConsumerConfig:
+        cfg = ConsumerConfig(
+            ack_policy=AckPolicy.NONE,
+            max_deliver=1,
+            mem_storage=True,
+            num_replicas=1,
+            inactive_threshold=self._inactive,
+            replay_policy=self._replay,
+        )
+        if self._headers_only:
+            cfg.headers_only = True
+        if len(self.filter_subjects) == 1:
+            cfg.filter_subject = self.filter_subjects[0]
+        elif self.filter_subjects:
+            cfg.filter_subjects = list(self.filter_subjects)
+        if self.stream_seq > 0:
+            cfg.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+            cfg.opt_start_seq = self.stream_seq + 1
+        else:
+            cfg.deliver_policy = self._deliver_policy
+            if self._opt_start_seq is not None:
+                cfg.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+                cfg.opt_start_seq = self._opt_start_seq
+            elif self._opt_start_time is not None:
+                cfg.deliver_policy = DeliverPolicy.BY_START_TIME
+                cfg.opt_start_time = self._opt_start_time
+        return cfg
+
+    async def _recreate(self, *, first: bool = False) -> Consumer:
+        """Drop the old consumer (best effort) and make one from the next sequence."""
+        old = self._consumer
+        self._consumer = None
+        self._consumer_seq = 0
+        attempt = 0
+        while True:
+            try:
+                stream = await self._js.stream(self.stream_name)
+                if old is not None:
+                    try:
+                        await stream.delete_consumer(old.name)
+                    except (ConsumerNotFoundError, NatsError):
+                        pass
+                    old = None
+                self._consumer = await stream.create_consumer(self._config())
+                if not first:
+                    self.resets += 1
+                return self._consumer
+            except StreamNotFoundError:
+                raise
+            except (NatsError, OSError) as exc:
+                if first:
+                    raise
+                self._report(exc)
+                await asyncio.sleep(_RESET_BACKOFF[min(attempt, len(_RESET_BACKOFF) - 1)])
+                attempt += 1
+
+    def _report(self, exc: BaseException) -> None:
+        cb = self._error_cb
+        if cb is None:
+            self._js.client._report_error(exc)
+            return
+        try:
+            res = cb(exc)
+            if inspect.isawaitable(res):
+                self._js.client._spawn(res)
+        except Exception as cb_exc:
+            self._js.client._report_error(cb_exc)
+
+    def _accept(self, msg: JsMsg) -> bool:
+        """True if ``msg`` is the next one in order (and records it)."""
+        meta = msg.metadata
+        if meta.sequence.consumer != self._consumer_seq + 1:
+            return False
+        self._consumer_seq = meta.sequence.consumer
+        self.stream_seq = meta.sequence.stream
+        return True
+
+    @property
+    def consumer(self) -> Consumer | None:
+        """The current underlying consumer (it changes on every reset)."""
+        return self._consumer
+
+    async def info(self) -> ConsumerInfo:
+        """Info of the current underlying consumer."""
+        if self._consumer is None:
+            self._consumer = await self._recreate()
+        return await self._consumer.info()
+
+    def messages(
+        self,
+        *,
+        max_messages: int = 500,
+        expires: float = 30.0,
+        heartbeat: float | None = None,
+    ) -> OrderedStream:
+        """Every message in order: ``async with oc.messages() as it: async for m in it``."""
+        hb = heartbeat if heartbeat is not None else min(expires / 2, 30.0)
+        return OrderedStream(self, PullOptions(batch=max_messages, expires=expires, heartbeat=hb))
+
+    async def next(self, timeout: float = 30.0) -> JsMsg:
+        """The next message in order.
+
+        Raises:
+            TimeoutError: none within ``timeout`` seconds.
+        """
+        while True:
+            consumer = self._consumer or await self._recreate()
+            try:
+                msg = await consumer.next(timeout=timeout)
+            except (ConsumerDeletedError, NatsError) as exc:
+                if isinstance(exc, NatsTimeoutError):
+                    raise
+                self._report(exc)
+                await self._recreate()
+                continue
+            if self._accept(msg):
+                return msg
+            await self._recreate()
+
+    async def fetch(self, batch: int = 1, *, expires: float = 30.0) -> list[JsMsg]:
+        """Up to ``batch`` messages in order (fewer when the request ends first)."""
+        consumer = self._consumer or await self._recreate()
+        out: list[JsMsg] = []
+        for msg in await consumer.fetch(batch, expires=expires):
+            if not self._accept(msg):
+                await self._recreate()
+                break
+            out.append(msg)
+        return out
+
+    async def consume(self, handler: Callable[[JsMsg], Awaitable[None] | None], **kw: Any) -> Any:
+        """Run ``handler`` for every message in order, in one task (see ``messages``)."""
+        from ._pull import ConsumeContext
+
+        return ConsumeContext(self.messages(**kw), handler)  # type: ignore[arg-type]
+
+
+class OrderedStream:
+    """The iterator of ``OrderedConsumer.messages()``."""
+
+    def __init__(self, oc: OrderedConsumer, opts: PullOptions) -> None:
+        self._oc = oc
+        self._opts = opts
+        self._inner: MessageStream | None = None
+        self._broken = False
+        self._closed = False
+        self._loop = oc._js.client._loop
+
+    def _open(self) -> MessageStream:
+        inner = self._inner
+        if inner is None:
+            assert self._oc._consumer is not None
+            opts = dataclasses.replace(self._opts)
+            inner = self._inner = MessageStream(self._oc._consumer, opts, self._on_error)
+            inner._start()
+        return inner
+
+    def _on_error(self, exc: BaseException) -> None:
+        # A missed heartbeat, a pull nobody answers: start over from the next sequence.
+        self._oc._report(exc)
+        self._break()
+
+    def _on_reconnect(self) -> None:
+        self._break()
+
+    def _break(self) -> None:
+        self._broken = True
+        if self._inner is not None:
+            self._inner.stop()
+
+    def _start(self) -> None:
+        nc = self._oc._js.client
+        if self._on_reconnect not in nc._reconnect_hooks:
+            nc._reconnect_hooks.append(self._on_reconnect)
+
+    def __aiter__(self) -> Self:
+        self._start()
+        return self
+
+    async def __anext__(self) -> JsMsg:
+        self._start()
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            if self._oc._consumer is None or self._broken:
+                await self._reset()
+            inner = self._open()
+            try:
+                msg = await inner.__anext__()
+            except StopAsyncIteration:
+                if self._closed:
+                    raise
+                self._broken = True
+                continue
+            except ConsumerDeletedError as exc:
+                self._oc._report(exc)
+                self._broken = True
+                continue
+            if self._oc._accept(msg):
+                return msg
+            self._broken = True
+
+    async def _reset(self) -> None:
+        if self._inner is not None:
+            self._inner.stop()
+            self._inner = None
+        self._broken = False
+        await self._oc._recreate()
+
+    async def next(self, timeout: float | None = None) -> JsMsg:
+        """The next message in order, waiting at most ``timeout`` seconds."""
+        try:
+            async with asyncio.timeout(timeout):
+                return await self.__anext__()
+        except TimeoutError as exc:
+            if isinstance(exc, NatsError):
+                raise
+            raise NatsTimeoutError(f"no message within {timeout}s") from None
+
+    def stop(self) -> None:
+        """Stop: unsubscribe; the iteration ends."""
+        self._closed = True
+        nc = self._oc._js.client
+        if self._on_reconnect in nc._reconnect_hooks:
+            nc._reconnect_hooks.remove(self._on_reconnect)
+        if self._inner is not None:
+            self._inner.stop()
+
+    async def drain(self) -> None:
+        self.stop()
+
+    def _report(self, exc: BaseException) -> None:
+        self._oc._report(exc)
+
+    async def __aenter__(self) -> Self:
+        self._start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()
