@@ -21,6 +21,7 @@ from jetstream import (
     StreamNotFoundError,
 )
 from jetstream.api import RetentionPolicy, StorageType
+from jetstream.embedded import NatsServer
 from jetstream.errors import (
     BadNameError,
     ConnectionClosedError,
@@ -34,7 +35,6 @@ from jetstream.errors import (
     WrongLastMsgIdError,
     WrongLastSequenceError,
 )
-from jetstream.embedded import NatsServer
 
 pytestmark = pytest.mark.asyncio
 
