@@ -2,7 +2,7 @@
 
 Commands:
     server   run one nats-server (JetStream on) in the foreground until Ctrl-C or SIGTERM
-    demo     start an embedded server, show what it is, stop it
+    demo     start an embedded server and run the confirmed-ack example on it
 """
 
 from __future__ import annotations
@@ -59,14 +59,21 @@ def run_server(*, port: int = 0, store_dir: str | None = None, jetstream: bool =
 
 
 def run_demo() -> int:
-    """Start an embedded server, print its URL, version and JetStream state, stop it."""
+    """Start an embedded server and run the seed's confirmed-ack example on it."""
+    import asyncio
+
+    import jetstream
+    from jetstream._demo import confirmed_ack
+
+    async def demo(url: str) -> None:
+        async with jetstream.connect(url) as nc:
+            await confirmed_ack(nc)
+
     with NatsServer() as server:
-        varz = server.varz()
-        jsz = server.jsz()
-        print(f"nats-server {varz.get('version', '?')} running at {server.url}")
-        state = "disabled" if jsz.get("disabled") else "enabled"
-        print(f"JetStream {state} (store {server.store_dir})")
-    print("server stopped")
+        version = server.varz().get("version", "?")
+        print(f"embedded nats-server {version} at {server.url}, JetStream enabled")
+        print()
+        asyncio.run(demo(server.url))
     return 0
 
 
@@ -85,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         "--no-jetstream", dest="jetstream", action="store_false", help="run without JetStream"
     )
 
-    commands.add_parser("demo", help="start an embedded server, show it, stop it")
+    commands.add_parser("demo", help="run the confirmed-ack example on an embedded server")
     return parser
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._api_base import ApiResponse
 from ._pubasync import AsyncPublisher
+from .advisories import DeadLetters
 from .api import (
     REQUIRED_API_LEVEL_HEADER,
     AccountInfo,
@@ -85,7 +86,7 @@ def ttl_value(ttl: float | str) -> str:
     return f"{round(ttl * 1000)}ms"
 
 
-class JetStream:
+class JetStream(DeadLetters):
     """The JetStream context of a connection. Make it with ``nc.jetstream()``."""
 
     def __init__(
