@@ -1,0 +1,241 @@
+"""Continuous consumption (messages(), consume()) and ordered consumers, across failures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+import jetstream
+from jetstream import (
+    Client,
+    ConsumerConfig,
+    ConsumerDeletedError,
+    JetStream,
+    JsMsg,
+    NoHeartbeatError,
+    StreamConfig,
+    StreamNotFoundError,
+)
+from jetstream.api import StorageType
+from jetstream.embedded import NatsServer
+
+pytestmark = pytest.mark.asyncio
+
+FAST = {"reconnect_time_wait": 0.1, "max_reconnect_attempts": -1}
+
+
+@pytest_asyncio.fixture
+async def nc(nats_url: str) -> AsyncIterator[Client]:
+    async with jetstream.connect(nats_url, **FAST) as client:
+        yield client
+
+
+@pytest.fixture
+def js(nc: Client) -> JetStream:
+    return nc.jetstream()
+
+
+async def publish_many(js: JetStream, subject: str, n: int, start: int = 0) -> None:
+    futs = [await js.publish_async(subject, str(i).encode()) for i in range(start, start + n)]
+    await asyncio.gather(*futs)
+
+
+async def test_messages_iterates_with_refills(js: JetStream, nc: Client) -> None:
+    s = await js.create_stream(StreamConfig(name="M", subjects=["m"]))
+    await publish_many(js, "m", 1000)
+    c = await s.create_consumer(ConsumerConfig(durable_name="m"))
+    pulls = await nc.subscribe("$JS.API.CONSUMER.MSG.NEXT.M.m")  # watch the pull requests
+    await nc.flush()
+    got: list[int] = []
+    async with c.messages(max_messages=100) as it:
+        async for msg in it:
+            got.append(int(msg.data))
+            await msg.ack()
+            if len(got) == 1000:
+                break
+    assert got == list(range(1000))
+    # refills at the threshold, not a request per message
+    assert 10 <= pulls.pending_msgs <= 40
+    await asyncio.sleep(0.2)
+    assert (await c.info()).num_ack_pending == 0
+
+
+async def test_buffer_stays_bounded_for_a_slow_reader(js: JetStream) -> None:
+    s = await js.create_stream(StreamConfig(name="SL", subjects=["sl"]))
+    await publish_many(js, "sl", 500)
+    c = await s.create_consumer(ConsumerConfig(durable_name="sl"))
+    async with c.messages(max_messages=50) as it:
+        first = await it.next(timeout=5)
+        await first.ack()
+        await asyncio.sleep(1.0)  # the reader dawdles; the client must not keep pulling
+        assert it.pending <= 50
+        info = await c.info()
+        assert info.num_ack_pending <= 51
+
+
+async def test_consume_handler_in_order(js: JetStream) -> None:
+    s = await js.create_stream(StreamConfig(name="C", subjects=["c.*"]))
+    await publish_many(js, "c.x", 300)
+    c = await s.create_consumer(ConsumerConfig(durable_name="c"))
+    got: list[int] = []
+    done = asyncio.Event()
+    errors: list[BaseException] = []
+
+    async def handler(msg: JsMsg) -> None:
+        got.append(int(msg.data))
+        if int(msg.data) == 7:
+            raise RuntimeError("handler failure goes to error_cb")
+        await msg.ack()
+        if len(got) == 300:
+            done.set()
+
+    async with await c.consume(handler, max_messages=64, error_cb=errors.append) as ctx:
+        async with asyncio.timeout(20):
+            await done.wait()
+    assert ctx.closed
+    assert got == list(range(300))
+    assert any(isinstance(e, RuntimeError) for e in errors)
+
+
+async def test_heartbeats_never_reach_user_and_statuses_are_handled(js: JetStream) -> None:
+    s = await js.create_stream(StreamConfig(name="HB", subjects=["hb"]))
+    c = await s.create_consumer(ConsumerConfig(durable_name="hb"))
+    errors: list[BaseException] = []
+    async with c.messages(expires=2, heartbeat=0.5, error_cb=errors.append) as it:
+        # several expiries (408) and many heartbeats (100) pass with nothing to deliver
+        with pytest.raises(jetstream.TimeoutError):
+            await it.next(timeout=5)
+        await js.publish("hb", b"after")
+        msg = await it.next(timeout=5)
+        assert msg.data == b"after" and msg.metadata.sequence.stream == 1
+    assert errors == []
+
+
+async def test_consumer_deleted_ends_messages(js: JetStream) -> None:
+    s = await js.create_stream(StreamConfig(name="DEL", subjects=["del"]))
+    c = await s.create_consumer(ConsumerConfig(durable_name="del"))
+    async with c.messages(expires=5, heartbeat=1) as it:
+        reader = asyncio.create_task(it.next(timeout=30))
+        await asyncio.sleep(0.3)
+        await s.delete_consumer("del")
+        with pytest.raises(ConsumerDeletedError):
+            await reader
+
+
+async def test_missed_heartbeats_reported_then_resumes(nats_server: NatsServer) -> None:
+    errors: list[BaseException] = []
+    async with jetstream.connect(nats_server.url, ping_interval=60, **FAST) as nc:
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="MH", subjects=["mh"]))
+        c = await s.create_consumer(ConsumerConfig(durable_name="mh"))
+        await js.publish("mh", b"before")
+        async with c.messages(expires=4, heartbeat=0.5, error_cb=errors.append) as it:
+            m = await it.next(timeout=5)
+            await m.ack_sync()
+            nats_server.pause()
+            try:
+                async with asyncio.timeout(15):
+                    while not any(isinstance(e, NoHeartbeatError) for e in errors):
+                        await asyncio.sleep(0.1)
+            finally:
+                nats_server.resume()
+            await js.publish("mh", b"after")
+            m = await it.next(timeout=15)
+            assert m.data == b"after"
+
+
+async def test_messages_survive_server_restart(nats_server: NatsServer) -> None:
+    errors: list[BaseException] = []
+    async with jetstream.connect(nats_server.url, **FAST) as nc:
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="RS", subjects=["rs"]))
+        c = await s.create_consumer(ConsumerConfig(durable_name="rs"))
+        await publish_many(js, "rs", 200)
+        seen: set[int] = set()
+        async with c.messages(
+            max_messages=20, expires=3, heartbeat=1, error_cb=errors.append
+        ) as it:
+            async for msg in it:
+                seen.add(int(msg.data))
+                await msg.ack()
+                if len(seen) == 100:
+                    break
+            await asyncio.to_thread(nats_server.restart)
+            await publish_many(js, "rs", 200, start=200)
+            async with asyncio.timeout(60):
+                async for msg in it:
+                    seen.add(int(msg.data))
+                    await msg.ack()
+                    if len(seen) == 400:
+                        break
+        assert seen == set(range(400))
+
+
+async def test_ordered_consumer_in_order_exactly_once(js: JetStream) -> None:
+    s = await js.create_stream(StreamConfig(name="O", subjects=["o.*"]))
+    await publish_many(js, "o.a", 500)
+    oc = await s.ordered_consumer(filter_subjects=["o.a"])
+    got: list[int] = []
+    async with oc.messages() as it:
+        async for msg in it:
+            got.append(int(msg.data))
+            if len(got) == 500:
+                break
+    assert got == list(range(500))
+    # next() and fetch() keep the order too
+    await publish_many(js, "o.a", 5, start=500)
+    assert int((await oc.next(timeout=5)).data) == 500
+    assert [int(m.data) for m in await oc.fetch(4, expires=5)] == [501, 502, 503, 504]
+
+
+async def test_ordered_consumer_recreates_after_consumer_deleted(js: JetStream) -> None:
+    s = await js.create_stream(StreamConfig(name="OD", subjects=["od"]))
+    await publish_many(js, "od", 100)
+    oc = await s.ordered_consumer()
+    got: list[int] = []
+    async with oc.messages(max_messages=10, expires=2, heartbeat=0.5) as it:
+        async for msg in it:
+            got.append(int(msg.data))
+            if len(got) == 50:
+                assert oc.consumer is not None
+                await s.delete_consumer(oc.consumer.name)
+            if len(got) == 100:
+                break
+    assert got == list(range(100))
+    assert oc.resets >= 1
+
+
+async def test_ordered_consumer_ends_when_stream_deleted(js: JetStream) -> None:
+    s = await js.create_stream(StreamConfig(name="OG", subjects=["og"]))
+    await publish_many(js, "og", 5)
+    oc = await s.ordered_consumer()
+    async with oc.messages(expires=2, heartbeat=0.5) as it:
+        for _ in range(5):
+            await it.next(timeout=5)
+        await js.delete_stream("OG")
+        with pytest.raises(StreamNotFoundError):
+            await it.next(timeout=30)
+
+
+async def test_ordered_consumer_across_server_restart(nats_server: NatsServer) -> None:
+    total = 20_000
+    async with jetstream.connect(nats_server.url, **FAST) as nc:
+        js = nc.jetstream()
+        s = await js.create_stream(
+            StreamConfig(name="OR", subjects=["or"], storage=StorageType.FILE)
+        )
+        await publish_many(js, "or", total)
+        oc = await s.ordered_consumer()
+        got: list[int] = []
+        async with oc.messages(max_messages=500, expires=3, heartbeat=1) as it:
+            async with asyncio.timeout(120):
+                async for msg in it:
+                    got.append(int(msg.data))
+                    if len(got) == total // 2:
+                        await asyncio.to_thread(nats_server.restart)
+                    if len(got) == total:
+                        break
+        assert got == list(range(total))
