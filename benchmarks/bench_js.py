@@ -1,0 +1,279 @@
+"""JetStream benchmarks, jetstream and nats-py side by side in one process run.
+
+Workloads (one embedded nats-server, memory storage):
+
+- sync publish: N publishes each waiting for its PubAck;
+- publish_async: N pipelined publishes, then waiting for every ack;
+- fetch+ack: N stored messages pulled in batches of 100 and 500, each acked;
+- messages()+ack: N stored messages through continuous pull (nats-py: fetch loop);
+- ordered replay: N stored messages through an ordered consumer;
+- ack_sync: M messages acked with a confirmed ack, one after the other.
+
+Run: ``.venv/bin/python -m benchmarks.bench_js [--count N] [--loop uvloop]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats
+from nats.js.api import AckPolicy as NAckPolicy
+from nats.js.api import ConsumerConfig as NConsumerConfig
+from nats.js.api import StorageType as NStorageType
+from nats.js.api import StreamConfig as NStreamConfig
+
+import jetstream
+from benchmarks._report import Measurement, arg_parser, report
+from jetstream import ConsumerConfig, StreamConfig
+from jetstream.api import StorageType
+from jetstream.embedded import NatsServer
+
+PAYLOAD = b"x" * 128
+
+
+async def _best(run: Callable[[], Awaitable[float]], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        best = min(best, await run())
+    return best
+
+
+class Ours:
+    name = "jetstream"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def __aenter__(self) -> Ours:
+        self.nc = await jetstream.connect(self.url)
+        self.js = self.nc.jetstream()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.nc.close()
+
+    async def fresh_stream(self, n_stored: int) -> None:
+        try:
+            await self.js.delete_stream("BENCH")
+        except jetstream.StreamNotFoundError:
+            pass
+        await self.js.create_stream(
+            StreamConfig(name="BENCH", subjects=["bench"], storage=StorageType.MEMORY)
+        )
+        if n_stored:
+            futs = [await self.js.publish_async("bench", PAYLOAD) for _ in range(n_stored)]
+            await asyncio.gather(*futs)
+
+    async def sync_publish(self, n: int) -> float:
+        await self.fresh_stream(0)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await self.js.publish("bench", PAYLOAD)
+        return time.perf_counter() - t0
+
+    async def async_publish(self, n: int) -> float:
+        await self.fresh_stream(0)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await self.js.publish_async("bench", PAYLOAD)
+        await self.js.publish_async_complete(timeout=120)
+        return time.perf_counter() - t0
+
+    async def fetch_ack(self, n: int, batch: int) -> float:
+        await self.fresh_stream(n)
+        stream = await self.js.stream("BENCH")
+        c = await stream.create_consumer(ConsumerConfig(durable_name="b"))
+        t0 = time.perf_counter()
+        got = 0
+        while got < n:
+            for m in await c.fetch(batch, expires=5):
+                await m.ack()
+                got += 1
+        await self.nc.flush()
+        return time.perf_counter() - t0
+
+    async def messages_ack(self, n: int) -> float:
+        await self.fresh_stream(n)
+        stream = await self.js.stream("BENCH")
+        c = await stream.create_consumer(ConsumerConfig(durable_name="m"))
+        t0 = time.perf_counter()
+        got = 0
+        async with c.messages(max_messages=500) as it:
+            async for m in it:
+                await m.ack()
+                got += 1
+                if got == n:
+                    break
+        await self.nc.flush()
+        return time.perf_counter() - t0
+
+    async def ordered(self, n: int) -> float:
+        await self.fresh_stream(n)
+        stream = await self.js.stream("BENCH")
+        t0 = time.perf_counter()
+        oc = await stream.ordered_consumer()
+        got = 0
+        async with oc.messages(max_messages=1000) as it:
+            async for _ in it:
+                got += 1
+                if got == n:
+                    break
+        return time.perf_counter() - t0
+
+    async def ack_sync(self, n: int) -> float:
+        await self.fresh_stream(n)
+        stream = await self.js.stream("BENCH")
+        c = await stream.create_consumer(ConsumerConfig(durable_name="s", max_ack_pending=n + 1))
+        msgs = []
+        while len(msgs) < n:
+            msgs += await c.fetch(min(500, n - len(msgs)), expires=5)
+        t0 = time.perf_counter()
+        for m in msgs:
+            await m.ack_sync()
+        return time.perf_counter() - t0
+
+
+class Theirs:
+    name = "nats-py"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def __aenter__(self) -> Theirs:
+        self.nc = await nats.connect(self.url)
+        self.js = self.nc.jetstream()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.nc.close()
+
+    async def fresh_stream(self, n_stored: int) -> None:
+        try:
+            await self.js.delete_stream("BENCH")
+        except Exception:
+            pass
+        await self.js.add_stream(
+            NStreamConfig(name="BENCH", subjects=["bench"], storage=NStorageType.MEMORY)
+        )
+        if n_stored:
+            for _ in range(n_stored):
+                await self.js.publish_async("bench", PAYLOAD)
+            await self.js.publish_async_completed()
+
+    async def sync_publish(self, n: int) -> float:
+        await self.fresh_stream(0)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await self.js.publish("bench", PAYLOAD)
+        return time.perf_counter() - t0
+
+    async def async_publish(self, n: int) -> float:
+        await self.fresh_stream(0)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await self.js.publish_async("bench", PAYLOAD)
+        await asyncio.wait_for(self.js.publish_async_completed(), 120)
+        return time.perf_counter() - t0
+
+    async def fetch_ack(self, n: int, batch: int) -> float:
+        await self.fresh_stream(n)
+        psub = await self.js.pull_subscribe(
+            "bench", "b", config=NConsumerConfig(ack_policy=NAckPolicy.EXPLICIT)
+        )
+        t0 = time.perf_counter()
+        got = 0
+        while got < n:
+            for m in await psub.fetch(batch, timeout=5):
+                await m.ack()
+                got += 1
+        await self.nc.flush()
+        el = time.perf_counter() - t0
+        await psub.unsubscribe()
+        return el
+
+    async def messages_ack(self, n: int) -> float:
+        # nats-py has no continuous pull: its idiom is a fetch loop with large batches
+        return await self.fetch_ack(n, 500)
+
+    async def ordered(self, n: int) -> float:
+        await self.fresh_stream(n)
+        t0 = time.perf_counter()
+        done = asyncio.get_running_loop().create_future()
+        got = 0
+
+        async def cb(msg: Any) -> None:
+            nonlocal got
+            got += 1
+            if got == n and not done.done():
+                done.set_result(None)
+
+        sub = await self.js.subscribe("bench", cb=cb, ordered_consumer=True)
+        await asyncio.wait_for(done, 300)
+        el = time.perf_counter() - t0
+        await sub.unsubscribe()
+        return el
+
+    async def ack_sync(self, n: int) -> float:
+        await self.fresh_stream(n)
+        psub = await self.js.pull_subscribe(
+            "bench", "s", config=NConsumerConfig(max_ack_pending=n + 1)
+        )
+        msgs: list[Any] = []
+        while len(msgs) < n:
+            msgs += await psub.fetch(min(500, n - len(msgs)), timeout=5)
+        t0 = time.perf_counter()
+        for m in msgs:
+            await m.ack_sync()
+        el = time.perf_counter() - t0
+        await psub.unsubscribe()
+        return el
+
+
+async def main_async(args: Any) -> list[Measurement]:
+    results: list[Measurement] = []
+    n = args.count
+    with NatsServer() as server:
+        for impl_cls in (Ours, Theirs):
+            async with impl_cls(server.url) as impl:
+                name = impl.name
+                workloads: list[tuple[str, int, Callable[[], Awaitable[float]]]] = [
+                    ("sync publish", n // 10, lambda: impl.sync_publish(n // 10)),
+                    ("publish_async", n, lambda: impl.async_publish(n)),
+                    ("fetch+ack batch 100", n, lambda: impl.fetch_ack(n, 100)),
+                    ("fetch+ack batch 500", n, lambda: impl.fetch_ack(n, 500)),
+                    ("messages()+ack", n, lambda: impl.messages_ack(n)),
+                    ("ordered replay", n, lambda: impl.ordered(n)),
+                    ("ack_sync", n // 20, lambda: impl.ack_sync(n // 20)),
+                ]
+                for label, ops, run in workloads:
+                    if args.only and args.only not in label:
+                        continue
+                    seconds = await _best(run, args.repeat)
+                    results.append(Measurement(label, name, seconds, ops))
+                    print(f"  {name:9s} {label:22s} {ops / seconds:12,.0f} msg/s", flush=True)
+    return results
+
+
+def main() -> None:
+    parser = arg_parser("JetStream publish and consume vs nats-py")
+    parser.add_argument("--count", type=int, default=200_000, help="messages per workload")
+    parser.add_argument("--only", default="", help="run only workloads whose name has this")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    args = parser.parse_args()
+    if args.loop == "uvloop":
+        import uvloop
+
+        results = uvloop.run(main_async(args))
+    else:
+        results = asyncio.run(main_async(args))
+    title = f"JetStream ({args.loop} loop, best of {args.repeat})"
+    report(results, title=title, json_output=args.json)
+
+
+if __name__ == "__main__":
+    main()
