@@ -1,0 +1,181 @@
+"""Shared helpers of the benchmarks: timing, comparison tables, ``--json`` output.
+
+A benchmark measures each workload once per implementation, in the same
+process run, and hands the results to ``report``::
+
+    from benchmarks._report import Measurement, arg_parser, race, report
+
+    args = arg_parser("parser throughput").parse_args()
+    best = race({"jetstream": ours, "nats-py": theirs}, repeat=args.repeat)
+    results = [
+        Measurement("MSG 16 B", impl, seconds, ops=200_000, nbytes=len(stream))
+        for impl, seconds in best.items()
+    ]
+    report(results, title="parser", json_output=args.json)
+
+The table has one row per workload, throughput columns per implementation
+(ops/s, and MB/s when ``nbytes`` is set) and a ratio column ``ours / baseline``
+(above 1 means ours is faster). ``--json`` prints the raw measurements instead,
+one JSON object per line, for machine comparison between runs.
+
+Timings are the best of N runs (``time.perf_counter``, garbage collector
+paused): the minimum is the run least disturbed by the rest of the machine.
+``race`` interleaves the contenders' runs so that a busy machine slows them
+alike. These are not timed tests; nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+__all__ = ["Measurement", "arg_parser", "best_of", "format_table", "race", "report"]
+
+OURS = "jetstream"
+BASELINE = "nats-py"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One workload timed for one implementation.
+
+    Attributes:
+        workload: what was measured, e.g. ``"MSG 16 B"``; rows are grouped by it.
+        impl: who was measured, e.g. ``"jetstream"`` or ``"nats-py"``.
+        seconds: the best wall time of one run of the workload.
+        ops: operations (messages) done by one run.
+        nbytes: bytes processed by one run; 0 leaves the MB/s column empty.
+    """
+
+    workload: str
+    impl: str
+    seconds: float
+    ops: int
+    nbytes: int = 0
+
+    @property
+    def ops_per_s(self) -> float:
+        return self.ops / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.nbytes / self.seconds / 1e6 if self.seconds > 0 else float("inf")
+
+
+def best_of(
+    fn: Callable[[], object], *, repeat: int = 5, setup: Callable[[], object] | None = None
+) -> float:
+    """Run ``fn`` ``repeat`` times and return the shortest wall time, in seconds.
+
+    ``setup`` (untimed) runs before each run, e.g. to build a fresh parser.
+    The garbage collector is paused during each timed run, as ``timeit`` does.
+    """
+    best = float("inf")
+    for _ in range(max(1, repeat)):
+        if setup is not None:
+            setup()
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            fn()
+            elapsed = time.perf_counter() - start
+        finally:
+            gc.enable()
+        best = min(best, elapsed)
+    return best
+
+
+def race(fns: Mapping[str, Callable[[], object]], *, repeat: int = 5) -> dict[str, float]:
+    """Time each of ``fns`` ``repeat`` times, taking turns; return the best seconds of each.
+
+    Taking turns (a, b, a, b, ...) rather than running all of a then all of b
+    spreads the load of a shared machine over every contender alike, which
+    keeps the ratios honest when absolute times wander.
+    """
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(max(1, repeat)):
+        for name, fn in fns.items():
+            best[name] = min(best[name], best_of(fn, repeat=1))
+    return best
+
+
+def _rate(value: float) -> str:
+    if value >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    if value >= 1e3:
+        return f"{value / 1e3:.1f}k"
+    return f"{value:.1f}"
+
+
+def format_table(
+    results: Sequence[Measurement], *, ours: str = OURS, baseline: str = BASELINE
+) -> str:
+    """Render ``results`` as a text table with a ``ours/baseline`` ratio column.
+
+    Implementations appear as column groups in order of first appearance;
+    workloads as rows in order of first appearance. The ratio compares ops/s
+    and is left blank when either side is missing from a workload.
+    """
+    impls = list(dict.fromkeys(m.impl for m in results))
+    workloads = list(dict.fromkeys(m.workload for m in results))
+    cell = {(m.workload, m.impl): m for m in results}
+    header = ["workload"]
+    for impl in impls:
+        header += [f"{impl} ops/s", f"{impl} MB/s"]
+    header.append(f"{ours}/{baseline}")
+    rows = [header]
+    for w in workloads:
+        row = [w]
+        for impl in impls:
+            m = cell.get((w, impl))
+            if m is None:
+                row += ["-", "-"]
+            else:
+                row += [_rate(m.ops_per_s), f"{m.mb_per_s:.1f}" if m.nbytes else "-"]
+        a, b = cell.get((w, ours)), cell.get((w, baseline))
+        row.append(f"{b.seconds / a.seconds:.2f}x" if a and b and a.seconds > 0 else "-")
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = []
+    for k, r in enumerate(rows):
+        cells = [r[0].ljust(widths[0])] + [
+            c.rjust(wd) for c, wd in zip(r[1:], widths[1:], strict=True)
+        ]
+        lines.append("  ".join(cells))
+        if k == 0:
+            lines.append("  ".join("-" * wd for wd in widths))
+    return "\n".join(lines)
+
+
+def report(
+    results: Sequence[Measurement],
+    *,
+    title: str,
+    json_output: bool = False,
+    ours: str = OURS,
+    baseline: str = BASELINE,
+) -> None:
+    """Print ``results``: a titled table, or one JSON object per measurement."""
+    if json_output:
+        for m in results:
+            print(json.dumps({**asdict(m), "ops_per_s": m.ops_per_s, "mb_per_s": m.mb_per_s}))
+        return
+    print(title)
+    print(format_table(results, ours=ours, baseline=baseline))
+
+
+def arg_parser(description: str) -> argparse.ArgumentParser:
+    """The common command line, ``--json`` and ``--repeat N`` (best of N, default 5).
+
+    A benchmark adds its own options to the returned parser, then calls
+    ``parse_args()`` on it.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--json", action="store_true", help="print JSON lines, not a table")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (best kept)")
+    return parser

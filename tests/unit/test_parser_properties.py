@@ -1,0 +1,316 @@
+"""Properties of the server-op parser, checked with hypothesis.
+
+(a) any split of a valid op stream gives the ops of the whole stream;
+(b) MSG/HMSG encoded the way the server does come back unchanged;
+(c) arbitrary or mutated bytes give ops or ProtocolError, never another
+    exception, and the bytes held stay bounded;
+(d) the batch path and the op-by-op loop agree, on valid and broken runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jetstream.errors import ProtocolError
+from jetstream.protocol.ops import OK, PING, PONG, Err, Info, Msg, Op
+from jetstream.protocol.parser import Parser
+
+PROPERTY = settings(max_examples=500, deadline=None)
+
+# --- a tiny server-side encoder ------------------------------------------------------
+
+
+def encode_msg(msg: Msg, sep: bytes = b" ") -> bytes:
+    """MSG or HMSG bytes for ``msg``, as nats-server writes them (``sep`` between fields)."""
+    fields = [b"MSG" if msg.headers is None else b"HMSG", msg.subject.encode(), b"%d" % msg.sid]
+    if msg.reply is not None:
+        fields.append(msg.reply.encode())
+    body = msg.payload
+    if msg.headers is not None:
+        fields.append(b"%d" % len(msg.headers))
+        body = msg.headers + msg.payload
+    fields.append(b"%d" % len(body))
+    return sep.join(fields) + b"\r\n" + body + b"\r\n"
+
+
+def encode(op: Op) -> bytes:
+    if isinstance(op, Msg):
+        return encode_msg(op)
+    if isinstance(op, Err):
+        return b"-ERR '" + op.message.encode() + b"'\r\n"
+    if isinstance(op, Info):
+        return b"INFO " + msgspec.json.encode(op) + b"\r\n"
+    return {PING: b"PING\r\n", PONG: b"PONG\r\n", OK: b"+OK\r\n"}[op]
+
+
+def feed_pieces(parser: Parser, data: bytes, cuts: Sequence[int]) -> list[Op]:
+    ops: list[Op] = []
+    start = 0
+    for cut in sorted(set(cuts)):
+        ops += parser.feed(data[start:cut])
+        start = cut
+    ops += parser.feed(data[start:])
+    return ops
+
+
+# --- strategies ----------------------------------------------------------------------
+
+# bytes.split() splits on these; a subject never holds them.
+ASCII_SPACE = " \t\n\r\x0b\x0c"
+token = st.text(
+    st.characters(exclude_categories=("Cs",), exclude_characters=ASCII_SPACE),
+    min_size=1,
+    max_size=12,
+)
+header_key = st.text(
+    st.characters(min_codepoint=33, max_codepoint=126, exclude_characters=":"),
+    min_size=1,
+    max_size=10,
+)
+header_value = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12).map(
+    str.strip
+)
+payloads = st.one_of(
+    st.binary(max_size=48),
+    st.sampled_from([b"", b"\r\n", b"\r\n\r\n", b"\r", b"\n", b"MSG a 1 1\r\nx\r\n", b"PING\r\n"]),
+)
+
+
+@st.composite
+def header_blocks(draw: st.DrawFn) -> tuple[bytes, int]:
+    """A header block and its status (0 when its first line has none)."""
+    status = draw(st.one_of(st.just(0), st.integers(100, 999)))
+    first = b"NATS/1.0"
+    if status:
+        first += b" %d" % status
+        description = draw(st.sampled_from(["", "Idle Heartbeat", "No Messages", "x y z"]))
+        if description:
+            first += b" " + description.encode()
+    lines = draw(st.lists(st.tuples(header_key, header_value), max_size=3))
+    block = first + b"\r\n" + b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in lines)
+    return block + b"\r\n", status
+
+
+@st.composite
+def msgs(draw: st.DrawFn) -> Msg:
+    subject = draw(token)
+    sid = draw(st.integers(0, 2**64))
+    reply = draw(st.none() | token)
+    payload = draw(payloads)
+    if draw(st.booleans()):
+        return Msg(subject, sid, reply, payload)
+    block, status = draw(header_blocks())
+    return Msg(subject, sid, reply, payload, block, status)
+
+
+err_text = st.text(
+    st.characters(exclude_categories=("Cs",), exclude_characters="\r\n"), max_size=30
+)
+infos = st.builds(
+    Info,
+    server_id=st.text(max_size=8),
+    version=st.sampled_from(["2.10.22", "2.11.0", ""]),
+    port=st.integers(0, 65535),
+    headers=st.booleans(),
+    max_payload=st.integers(0, 2**31),
+    connect_urls=st.lists(st.text(max_size=8), max_size=2),
+)
+ops_strategy = st.one_of(
+    msgs(),
+    st.sampled_from([PING, PONG, OK]),
+    err_text.map(Err),
+    infos,
+)
+
+
+def cuts_for(data: bytes) -> st.SearchStrategy[list[int]]:
+    return st.lists(st.integers(0, len(data)), max_size=12)
+
+
+# --- (a) any split gives the same ops -------------------------------------------------
+
+
+@PROPERTY
+@given(st.lists(ops_strategy, max_size=12), st.data())
+def test_any_split_gives_the_same_ops(ops: list[Op], data: st.DataObject) -> None:
+    stream = b"".join(map(encode, ops))
+    whole = Parser().feed(stream)
+    assert whole == ops
+    cuts = data.draw(cuts_for(stream))
+    parser = Parser()
+    assert feed_pieces(parser, stream, cuts) == ops
+    assert parser.buffered == 0
+
+
+# --- (b) encode -> parse round trip --------------------------------------------------
+
+
+@PROPERTY
+@given(msgs(), st.sampled_from([b" ", b"  ", b"\t", b" \t "]), st.sampled_from([0, 1, 2, 5]))
+def test_msg_round_trip(msg: Msg, sep: bytes, chunk: int) -> None:
+    stream = encode_msg(msg, sep)
+    parser = Parser()
+    if chunk:
+        got = feed_pieces(parser, stream, range(chunk, len(stream), chunk))
+    else:
+        got = parser.feed(stream)
+    assert got == [msg]
+    (parsed,) = got
+    assert isinstance(parsed, Msg)
+    assert type(parsed.payload) is bytes
+    assert parsed.headers is None or type(parsed.headers) is bytes
+
+
+# --- (c) garbage in: ops or ProtocolError, bounded memory ------------------------------
+
+LIMITS = {"max_control_line": 64, "max_payload": 256}
+
+
+def feed_garbage(data: bytes, cuts: Sequence[int]) -> None:
+    """Feed ``data`` in pieces: only ops or ProtocolError, and the buffer stays bounded."""
+    parser = Parser(**LIMITS)
+    bound = max(LIMITS["max_control_line"], LIMITS["max_payload"]) + 1
+    start = 0
+    failed = False
+    for cut in [*sorted(set(cuts)), len(data)]:
+        chunk = data[start:cut]
+        start = cut
+        try:
+            ops = parser.feed(chunk)
+        except ProtocolError:
+            failed = True
+            continue
+        assert not failed, "a feed after a ProtocolError must raise ProtocolError"
+        assert all(isinstance(op, Info | Msg | Err) or op in (PING, PONG, OK) for op in ops)
+        assert parser.buffered <= bound < sum(LIMITS.values()) + len(chunk) + 1
+
+
+@PROPERTY
+@given(st.binary(max_size=400), st.data())
+def test_random_bytes(data: bytes, draw: st.DataObject) -> None:
+    feed_garbage(data, draw.draw(cuts_for(data)))
+
+
+@PROPERTY
+@given(
+    st.sampled_from([b"MSG ", b"HMSG ", b"INFO ", b"-ERR ", b"PING", b"msg a 1 ", b"HMSG a 1 "]),
+    st.binary(max_size=300),
+    st.data(),
+)
+def test_random_bytes_after_an_op_name(prefix: bytes, rest: bytes, draw: st.DataObject) -> None:
+    data = prefix + rest
+    feed_garbage(data, draw.draw(cuts_for(data)))
+
+
+@st.composite
+def mutated_streams(draw: st.DrawFn) -> bytes:
+    """A valid op stream with a few bytes replaced, inserted or deleted."""
+    stream = bytearray(b"".join(map(encode, draw(st.lists(ops_strategy, min_size=1, max_size=6)))))
+    interesting = st.sampled_from(b" \t\r\n0123456789-+_\x00\xffMSGHNAT/.'")
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(0, len(stream)))
+        kind = draw(st.sampled_from(["replace", "insert", "delete"]))
+        if kind == "insert" or i == len(stream):
+            stream.insert(i, draw(interesting | st.integers(0, 255)))
+        elif kind == "replace":
+            stream[i] = draw(interesting | st.integers(0, 255))
+        else:
+            del stream[i]
+    return bytes(stream)
+
+
+@PROPERTY
+@given(mutated_streams(), st.data())
+def test_mutated_streams(data: bytes, draw: st.DataObject) -> None:
+    feed_garbage(data, draw.draw(cuts_for(data)))
+
+
+# --- (d) the batch path agrees with the op-by-op loop ----------------------------------
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> list[Msg]:
+    """Many messages of one shape: what a subscription or a consumer receives.
+
+    Now and then a message has another header block, which breaks the shape.
+    """
+    count = draw(st.integers(8, 20))
+    usual = draw(st.none() | header_blocks())
+    subjects = draw(
+        st.lists(
+            st.sampled_from(draw(st.lists(token, min_size=1, max_size=3))),
+            min_size=count,
+            max_size=count,
+        )
+    )
+    sids = draw(
+        st.lists(
+            st.sampled_from(draw(st.lists(st.integers(0, 10**6), min_size=1, max_size=3))),
+            min_size=count,
+            max_size=count,
+        )
+    )
+    replies = draw(st.none() | st.lists(token, min_size=count, max_size=count)) or [None] * count
+    bodies = draw(st.lists(st.binary(max_size=8), min_size=count, max_size=count))
+    # Rarely a payload with a CRLF in it, or another header block: both break the shape.
+    for i in draw(st.sets(st.integers(0, count - 1), max_size=1)):
+        bodies[i] = b"\r\n"
+    blocks = [usual] * count
+    if usual is not None:
+        for i in draw(st.sets(st.integers(0, count - 1), max_size=1)):
+            blocks[i] = draw(header_blocks())
+    out = []
+    for subject, sid, reply, body, block in zip(
+        subjects, sids, replies, bodies, blocks, strict=True
+    ):
+        if block is None:
+            out.append(Msg(subject, sid, reply, body))
+        else:
+            out.append(Msg(subject, sid, reply, body, block[0], block[1]))
+    return out
+
+
+def outcome(ops: list[Op] | None) -> object:
+    return "ProtocolError" if ops is None else ops
+
+
+def run_whole(data: bytes) -> list[Op] | None:
+    try:
+        return Parser().feed(data)
+    except ProtocolError:
+        return None
+
+
+def run_bytewise(data: bytes) -> list[Op] | None:
+    parser = Parser()
+    ops: list[Op] = []
+    try:
+        for i in range(len(data)):
+            ops += parser.feed(data[i : i + 1])
+    except ProtocolError:
+        return None
+    return ops
+
+
+@PROPERTY
+@given(runs(), st.data())
+def test_runs_batch_and_loop_agree(run: list[Msg], data: st.DataObject) -> None:
+    stream = b"".join(map(encode_msg, run))
+    assert Parser().feed(stream) == run  # whole: mostly the batch path
+    assert run_bytewise(stream) == run  # byte by byte: the loop only
+    assert feed_pieces(Parser(), stream, data.draw(cuts_for(stream))) == run
+
+
+@PROPERTY
+@given(runs(), st.data())
+def test_broken_runs_batch_and_loop_agree(run: list[Msg], data: st.DataObject) -> None:
+    stream = bytearray(b"".join(map(encode_msg, run)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        i = data.draw(st.integers(0, len(stream) - 1))
+        stream[i] = data.draw(st.sampled_from(b" \t\r\n\x000123456789+_MSGH") | st.integers(0, 255))
+    broken = bytes(stream)
+    assert outcome(run_whole(broken)) == outcome(run_bytewise(broken))
