@@ -206,9 +206,7 @@ async def test_bad_input_is_refused_before_sending(nats_url: str) -> None:
         with pytest.raises(MaxPayloadError):
             await nc.publish("ok", b"x" * (nc.server_info.max_payload + 1))
         with pytest.raises(MaxPayloadError):
-            await nc.publish(
-                "ok", b"x" * (nc.server_info.max_payload - 5), headers={"k": "value"}
-            )
+            await nc.publish("ok", b"x" * (nc.server_info.max_payload - 5), headers={"k": "value"})
         for bad in ["a b", "a..b", "a.>.b", "", "a\nb"]:
             with pytest.raises(BadSubjectError):
                 await nc.subscribe(bad)

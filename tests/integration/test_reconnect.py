@@ -181,9 +181,7 @@ authorization {
             await nc.publish("nopub.x", b"no")
             await nc.flush()
             await wait_for(
-                lambda: any(
-                    isinstance(e, PermissionsError) and "nopub" in str(e) for e in errors
-                ),
+                lambda: any(isinstance(e, PermissionsError) and "nopub" in str(e) for e in errors),
                 timeout=5,
             )
             assert nc.is_connected
