@@ -30,9 +30,9 @@ from .protocol.ops import Err, Info, Msg, Ok, Ping, Pong
 from .protocol.parser import Parser
 
 if TYPE_CHECKING:
+    from ._base import _ClientBase as Client
     from ._connect import _Options
     from ._servers import Server
-    from .client import Client
 
 __all__ = [
     "Delivery",
@@ -96,9 +96,9 @@ class _Connection(asyncio.Protocol):
             else:
                 self._control(op)
         if n:
-            stats = self.client.stats
-            stats.in_msgs += n
-            stats.in_bytes += size
+            client = self.client
+            client._in_msgs += n
+            client._in_bytes += size
 
     def _control(self, op: object) -> None:
         cls = op.__class__

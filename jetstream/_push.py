@@ -87,9 +87,16 @@ class PushStream:
                 # Answer once the reader has taken everything received before it.
                 self._fc.append((self.received, op.reply))
                 self._answer_flow_control()
+                return
             stalled = headers.get(_STALLED)
-            if stalled:
-                self._nc._publish_reply(stalled, b"")
+            if stalled and all(reply != stalled for _, reply in self._fc):
+                # The server waits for this reply (its request or our answer was lost,
+                # or it is one we hold back for a slow reader). Answering at once
+                # would let the server push another window at every heartbeat however
+                # slow the reader is, so it is held back like a request: until the
+                # reader has taken everything received so far.
+                self._fc.append((self.received, stalled))
+                self._answer_flow_control()
         elif op.status == 409 and "consumer deleted" in low:
             c = self._consumer
             self._finish(ConsumerDeletedError(f"push consumer {c.name!r} was deleted"))

@@ -9,36 +9,23 @@ inbox that every ``request`` shares.
 from __future__ import annotations
 
 import asyncio
-import itertools
-import logging
-import ssl
-from collections.abc import Awaitable, Callable, Sequence
-from enum import StrEnum
+from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn, Self
+from typing import TYPE_CHECKING, NoReturn, Self
 
+from ._base import _SIZE_LINES, FLUSH_THRESHOLD, _ClientBase, _size_line, _State
 from ._connection import (
     Delivery,
-    _Connection,
-    classify_server_error,
-    denied_subscription,
-    open_connection,
 )
-from ._events import CallbackRunner, ConnectionEvent, EventKind, EventStream, Statistics
+from ._events import ConnectionEvent, EventKind, EventStream, Statistics
 from ._mux import RequestMux, gather_replies
-from ._servers import Server, ServerPool
 from .errors import (
-    AuthorizationError,
     ConnectionClosedError,
     DisconnectedError,
     MaxPayloadError,
     NatsError,
     NoRespondersError,
-    NoServersError,
-    PermissionsError,
     ReconnectBufferFullError,
-    StaleConnectionError,
-    TlsError,
 )
 from .errors import TimeoutError as NatsTimeoutError
 from .message import Msg
@@ -54,79 +41,22 @@ from .protocol.subjects import (
 from .subscription import MsgHandler, Subscription
 
 if TYPE_CHECKING:
-    from ._connect import Callback, _Options
     from .js import JetStream
 
 __all__ = ["Client"]
 
-log = logging.getLogger("jetstream")
 
-FLUSH_THRESHOLD = 64 * 1024
-_PAYLOAD_SLACK = 64 * 1024  # servers add headers to some deliveries (direct get, republish)
-_SIZE_LINES: dict[int, bytes] = {}
-
-
-def _size_line(size: int) -> bytes:
-    line = b"%d\r\n" % size
-    if len(_SIZE_LINES) < 8192:
-        _SIZE_LINES[size] = line
-    return line
-
-
-class _State(StrEnum):
-    CONNECTING = "connecting"
-    CONNECTED = "connected"
-    RECONNECTING = "reconnecting"
-    DRAINING = "draining"
-    CLOSED = "closed"
-
-
-class Client:
+class Client(_ClientBase):
     """A connection to a NATS system. Make one with ``await jetstream.connect(...)``."""
-
-    def __init__(self, pool: ServerPool, options: _Options) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._pool = pool
-        self._opts = options
-        self._state = _State.CONNECTING
-        self._conn: _Connection | None = None
-        self._current: Server | None = None
-        self._info: Info | None = None
-        self._max_payload = 1024 * 1024
-        self._wbuf = bytearray()
-        self._flush_scheduled = False
-        self._write_waiters: list[asyncio.Future[None]] = []
-        self._subs: dict[int, Delivery] = {}
-        self._sids = itertools.count(1)
-        self._pub_prefixes: dict[str, bytes] = {}
-        self._closed = False
-        self._mux: RequestMux | None = None
-        self._ping_timer: asyncio.TimerHandle | None = None
-        self._reconnect_task: asyncio.Task[None] | None = None
-        self._runner = CallbackRunner(self._loop)
-        #: called with the error when the connection is lost or closed (pending waiters fail)
-        self._loss_hooks: list[Callable[[BaseException], None]] = []
-        #: called after every reconnect (subscriptions are re-made by then)
-        self._reconnect_hooks: list[Callable[[], None]] = []
-        self._connected_ev = asyncio.Event()
-        self._closed_ev = asyncio.Event()
-        self._event_streams: list[EventStream] = []
-        self._last_error: BaseException | None = None
-        self.stats = Statistics()
 
     # -- properties ---------------------------------------------------------
 
     @property
-    def is_connected(self) -> bool:
-        return self._state is _State.CONNECTED and self._conn is not None
-
-    @property
-    def is_closed(self) -> bool:
-        return self._state is _State.CLOSED
-
-    @property
-    def is_reconnecting(self) -> bool:
-        return self._state is _State.RECONNECTING
+    def stats(self) -> Statistics:
+        """Messages and bytes in and out, and reconnects, since the client was made."""
+        return Statistics(
+            self._in_msgs, self._out_msgs, self._in_bytes, self._out_bytes, self._reconnects
+        )
 
     @property
     def server_info(self) -> Info | None:
@@ -156,160 +86,6 @@ class Client:
             " >", ">"
         )
 
-    # -- connecting -----------------------------------------------------------
-
-    async def _start(self) -> None:
-        last: BaseException | None = None
-        only_tls = True  # every server failed the TLS handshake: raise that, not NoServersError
-        for server in list(self._pool.servers):
-            server.last_attempt = self._loop.time()
-            try:
-                await self._connect_to(server)
-            except AuthorizationError:
-                await self._shutdown(None, fire=False)
-                raise
-            except (OSError, NatsError, TimeoutError) as exc:
-                server.attempts += 1
-                last = exc
-                only_tls = only_tls and isinstance(exc, TlsError)
-                continue
-            self._emit(EventKind.CONNECTED, None)
-            return
-        if self._opts.retry_on_failed_connect and self._opts.allow_reconnect:
-            self._state = _State.RECONNECTING
-            self._reconnect_task = self._loop.create_task(self._reconnect_loop())
-            return
-        await self._shutdown(None, fire=False)
-        if only_tls and last is not None:
-            raise last
-        raise NoServersError(
-            f"could not connect to any server of {self._pool.urls()}: {last}"
-        ) from last
-
-    def _tls_for(self, server: Server) -> ssl.SSLContext | None:
-        if self._opts.tls is not None:
-            return self._opts.tls
-        if server.tls:
-            return ssl.create_default_context()
-        return None
-
-    async def _connect_to(self, server: Server) -> None:
-        conn, info = await open_connection(self, server, self._opts, self._tls_for(server))
-        # Established: re-make the subscriptions, then send what was buffered.
-        self._info = info
-        self._max_payload = info.max_payload
-        conn.parser.max_payload = info.max_payload + _PAYLOAD_SLACK
-        conn.established = True
-        server.did_connect = True
-        server.attempts = 0
-        self._current = server
-        self._conn = conn
-        self._state = _State.CONNECTED
-        out = bytearray()
-        for sid, sub in self._subs.items():
-            s: Any = sub
-            encode_sub(out, s.subject, sid, s.queue)
-            if s.max_msgs is not None:
-                encode_unsub(out, sid, max(s.max_msgs - s.received, 1))
-        out += self._wbuf
-        self._wbuf = bytearray()
-        self._flush_scheduled = False
-        conn.write(out)
-        self._arm_ping()
-        self._connected_ev.set()
-        self._discover(info, server)
-
-    def _discover(self, info: Info, server: Server) -> None:
-        if not info.connect_urls:
-            return
-        added = self._pool.add_discovered(info.connect_urls, template=server)
-        if added and self._info is not None:
-            urls = [str(s) for s in added]
-            self._emit(EventKind.DISCOVERED_SERVERS, urls)
-            self._fire(self._opts.discovered_server_cb)
-
-    # -- connection loss and reconnect ------------------------------------------
-
-    def _on_connection_lost(self, conn: _Connection, cause: BaseException | None) -> None:
-        if conn is not self._conn:
-            return
-        self._conn = None
-        self._cancel_ping()
-        self._connected_ev.clear()
-        lost = DisconnectedError(f"connection to {self._current} lost: {cause or 'closed'}")
-        for w in conn.pongs:
-            if w is not None and not w.done():
-                w.set_exception(lost)
-        conn.pongs.clear()
-        if self._mux is not None:
-            self._mux.fail_all(lost)
-        for hook in self._loss_hooks:
-            hook(lost)
-        self._release_writers()
-        if self._state in (_State.CLOSED,):
-            return
-        if cause is not None and isinstance(cause, NatsError):
-            self._report_error(cause)
-        self._emit(EventKind.DISCONNECTED, cause)
-        self._fire(self._opts.disconnected_cb)
-        if self._state is _State.DRAINING:
-            self._spawn(self._shutdown(None))
-            return
-        if self._opts.allow_reconnect:
-            self._state = _State.RECONNECTING
-            self._reconnect_task = self._loop.create_task(self._reconnect_loop())
-        else:
-            self._spawn(self._shutdown(None))
-
-    def _pick(self) -> tuple[Server | None, float]:
-        o = self._opts
-        return self._pool.pick(
-            max_attempts=o.max_reconnect_attempts,
-            wait=o.reconnect_time_wait,
-            jitter=lambda s: o.reconnect_jitter_tls if self._tls_for(s) else o.reconnect_jitter,
-            now=self._loop.time(),
-            chooser=o.reconnect_to_server_cb,
-            info=self._info,
-        )
-
-    async def _reconnect_loop(self) -> None:
-        last_auth: str | None = None
-        last: BaseException | None = None
-        while self._state is _State.RECONNECTING:
-            server, delay = self._pick()
-            if server is None:
-                await self._shutdown(
-                    NoServersError(f"reconnect gave up on {self._pool.urls()}: {last}")
-                )
-                return
-            if delay:
-                await asyncio.sleep(delay)
-            if not self.is_reconnecting:
-                return
-            server.last_attempt = self._loop.time()
-            try:
-                await self._connect_to(server)
-            except AuthorizationError as exc:
-                server.attempts += 1
-                self._report_error(exc)
-                if last_auth == str(exc):
-                    await self._shutdown(exc)
-                    return
-                last_auth = str(exc)
-                last = exc
-                continue
-            except (OSError, NatsError, TimeoutError) as exc:
-                server.attempts += 1
-                last = exc
-                last_auth = None
-                continue
-            self.stats.reconnects += 1
-            for hook in list(self._reconnect_hooks):
-                hook()
-            self._emit(EventKind.RECONNECTED, str(server))
-            self._fire(self._opts.reconnected_cb)
-            return
-
     async def force_reconnect(self) -> None:
         """Drop the current socket and reconnect (to the next server of the pool)."""
         self._check_open()
@@ -321,103 +97,7 @@ class Client:
         """Replace the server pool (reconnects use the new list)."""
         self._pool.replace(urls)
 
-    # -- INFO, -ERR, PING ---------------------------------------------------------
-
-    def _on_async_info(self, conn: _Connection, info: Info) -> None:
-        if conn is not self._conn or self._current is None:
-            return
-        self._discover(info, self._current)
-        if info.ldm:
-            self._emit(EventKind.LAME_DUCK, str(self._current))
-            self._fire(self._opts.lame_duck_cb)
-            if any(s is not self._current for s in self._pool.servers):
-                # Move before the server goes: the next pick is another server.
-                conn.fail(NatsError(f"server {self._current} entered lame duck mode"))
-
-    def _on_err(self, conn: _Connection, message: str) -> None:
-        exc = classify_server_error(message, str(self._current))
-        if isinstance(exc, PermissionsError):
-            denied = denied_subscription(message)
-            if denied is not None:
-                subject, queue = denied
-                for sid, sub in list(self._subs.items()):
-                    if (
-                        isinstance(sub, Subscription)
-                        and sub.subject == subject
-                        and (queue is None or sub.queue == queue)
-                    ):
-                        del self._subs[sid]
-                        sub._finish(exc)
-        elif not conn.handshake.done():
-            conn.handshake.set_exception(exc)
-            return
-        self._report_error(exc)
-
-    def _arm_ping(self) -> None:
-        self._cancel_ping()
-        if self._opts.ping_interval > 0:
-            self._ping_timer = self._loop.call_later(self._opts.ping_interval, self._ping_tick)
-
-    def _cancel_ping(self) -> None:
-        if self._ping_timer is not None:
-            self._ping_timer.cancel()
-            self._ping_timer = None
-
-    def _ping_tick(self) -> None:
-        self._ping_timer = None
-        conn = self._conn
-        if conn is None:
-            return
-        if conn.pings_outstanding >= self._opts.max_outstanding_pings:
-            conn.fail(StaleConnectionError(f"server {self._current} stopped answering PINGs"))
-            return
-        conn.pings_outstanding += 1
-        conn.pongs.append(None)
-        self._flush_now()
-        conn.write(PING)
-        self._arm_ping()
-
     # -- writing --------------------------------------------------------------------
-
-    def _schedule_flush(self) -> None:
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush_cb)
-
-    def _flush_cb(self) -> None:
-        self._flush_scheduled = False
-        self._flush_now()
-
-    def _flush_now(self) -> None:
-        conn = self._conn
-        if conn is None or not self._wbuf:
-            return
-        buf = self._wbuf
-        self._wbuf = bytearray()
-        conn.write(buf)
-
-    def _on_pause_writing(self, conn: _Connection) -> None:
-        pass
-
-    def _on_resume_writing(self, conn: _Connection) -> None:
-        self._release_writers()
-
-    def _release_writers(self) -> None:
-        waiters, self._write_waiters = self._write_waiters, []
-        for w in waiters:
-            if not w.done():
-                w.set_result(None)
-
-    async def _wait_writable(self) -> None:
-        conn = self._conn
-        while conn is not None and conn.write_paused and self._conn is conn:
-            w = self._loop.create_future()
-            self._write_waiters.append(w)
-            await w
-
-    def _check_open(self) -> None:
-        if self._state is _State.CLOSED:
-            raise ConnectionClosedError("the connection is closed")
 
     async def publish(
         self,
@@ -438,6 +118,31 @@ class Client:
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
             ConnectionClosedError: the client is closed.
         """
+        if reply is None and not headers:
+            # The fast path, inline: a cached, validated "PUB <subject> " prefix and a
+            # cached size line. _fast_limit is -1 while disconnected or closed.
+            pre = self._pub_prefixes.get(subject)
+            size = len(data)
+            if pre is not None and size <= self._fast_limit:
+                wbuf = self._wbuf
+                line = _SIZE_LINES.get(size)
+                if line is None:
+                    line = _size_line(size)
+                wbuf += pre
+                wbuf += line
+                wbuf += data
+                wbuf += b"\r\n"
+                self._out_msgs += 1
+                self._out_bytes += size
+                if len(wbuf) >= FLUSH_THRESHOLD:
+                    self._flush_now()
+                    conn = self._conn
+                    if conn is not None and conn.write_paused:
+                        await self._wait_writable()
+                elif not self._flush_scheduled:
+                    self._flush_scheduled = True
+                    self._loop.call_soon(self._flush_cb)
+                return
         self._publish_nowait(subject, data, reply, encode_headers(headers) if headers else None)
         conn = self._conn
         if conn is not None and conn.write_paused:
@@ -475,9 +180,8 @@ class Client:
             wbuf += b"\r\n"
         else:
             encode_pub(wbuf, subject, data, reply, hdr)
-        stats = self.stats
-        stats.out_msgs += 1
-        stats.out_bytes += size
+        self._out_msgs += 1
+        self._out_bytes += size
         if len(wbuf) >= FLUSH_THRESHOLD:
             self._flush_now()
         elif not self._flush_scheduled:
@@ -494,8 +198,8 @@ class Client:
             raise ConnectionClosedError(f"cannot publish to {reply!r}: the connection is closed")
         wbuf = self._wbuf
         wbuf += b"PUB %b %d\r\n%b\r\n" % (reply.encode(), len(body), body)
-        self.stats.out_msgs += 1
-        self.stats.out_bytes += len(body)
+        self._out_msgs += 1
+        self._out_bytes += len(body)
         if len(wbuf) >= FLUSH_THRESHOLD:
             self._flush_now()
         elif not self._flush_scheduled:
@@ -688,27 +392,6 @@ class Client:
 
     # -- errors, events, callbacks -------------------------------------------------------
 
-    def _report_error(self, exc: BaseException) -> None:
-        self._last_error = exc
-        self._emit(EventKind.ERROR, exc)
-        cb = self._opts.error_cb
-        if cb is None:
-            log.warning("jetstream: %s", exc)
-        else:
-            self._fire(cb, exc)
-
-    def _fire(self, cb: Callback | None, *args: Any) -> None:
-        self._runner.fire(cb, *args)
-
-    def _spawn(self, aw: Awaitable[Any]) -> None:
-        self._runner.spawn(aw)
-
-    def _emit(self, kind: EventKind, detail: Any) -> None:
-        if self._event_streams:
-            ev = ConnectionEvent(kind, detail)
-            for s in self._event_streams:
-                s._push(ev)
-
     def events(self) -> EventStream:
         """An async iterator of ``ConnectionEvent``s, from now until the client closes.
 
@@ -756,57 +439,6 @@ class Client:
         """Close the connection: buffered publishes are written, every waiter fails with
         ``ConnectionClosedError``, subscriptions end, and no task is left behind."""
         await self._shutdown(None)
-
-    async def _shutdown(self, error: BaseException | None, *, fire: bool = True) -> None:
-        if self._state is _State.CLOSED:
-            return
-        self._state = _State.CLOSED
-        self._closed = True
-        if error is not None:
-            self._report_error(error)
-        self._cancel_ping()
-        task = self._reconnect_task
-        self._reconnect_task = None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        conn = self._conn
-        self._conn = None
-        closed = ConnectionClosedError("the connection was closed")
-        if conn is not None:
-            if self._wbuf:
-                conn.write(self._wbuf)
-            self._wbuf = bytearray()
-            for w in conn.pongs:
-                if w is not None and not w.done():
-                    w.set_exception(closed)
-            conn.pongs.clear()
-            if conn.transport is not None:
-                conn.transport.close()
-                try:
-                    async with asyncio.timeout(2.0):
-                        await asyncio.shield(conn.lost)
-                except TimeoutError:
-                    conn.transport.abort()
-        if self._mux is not None:
-            self._mux.fail_all(closed)
-        for hook in self._loss_hooks:
-            hook(closed)
-        self._release_writers()
-        self._connected_ev.clear()
-        subs = list(self._subs.values())
-        self._subs.clear()
-        for s in subs:
-            closer = getattr(s, "_close", None)
-            if closer is not None:
-                await closer()
-        if fire:
-            self._emit(EventKind.CLOSED, error)
-            self._fire(self._opts.closed_cb)
-        for stream in self._event_streams:
-            stream._end()
-        self._closed_ev.set()
-        await self._runner.wait(5.0)
 
     async def wait_closed(self) -> None:
         """Wait until the client is closed (by close(), drain() or giving up reconnecting)."""
