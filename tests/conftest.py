@@ -139,3 +139,18 @@ def pytest_runtest_makereport(
                     label = server.server_name or server.url
                     report.sections.append((f"nats-server log of {name} ({label})", tail))
     return report
+
+
+# --------------------------------------------------------------------------- event loops
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Any] | None:
+    """Run the tests of modules that set ``BOTH_LOOPS = True`` on asyncio and on uvloop."""
+    module = getattr(item, "module", None)
+    if module is not None and getattr(module, "BOTH_LOOPS", False):
+        import uvloop
+
+        return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+    return None

@@ -20,6 +20,7 @@ from jetstream import TimeoutError as NatsTimeoutError
 from jetstream.embedded import NatsServer
 
 pytestmark = pytest.mark.asyncio
+BOTH_LOOPS = True  # run every test here on asyncio and on uvloop
 
 
 async def test_publish_subscribe_iterate(nats_url: str) -> None:

@@ -37,6 +37,7 @@ from jetstream.errors import (
 )
 
 pytestmark = pytest.mark.asyncio
+BOTH_LOOPS = True  # run every test here on asyncio and on uvloop
 
 
 @pytest_asyncio.fixture
