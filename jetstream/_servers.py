@@ -152,7 +152,7 @@ class ServerPool:
                 s = parse_server(u)
             except ValueError:
                 continue
-            if self._find(s.key) is not None:
+            if self._find(s.key) is not None or any(a.key == s.key for a in added):
                 continue
             s.discovered = True
             if template is not None:

@@ -1,0 +1,96 @@
+"""Server URLs and the pool: schemes, IPv6, credentials kept out of sight, rotation."""
+
+from __future__ import annotations
+
+import pytest
+
+from jetstream._servers import Server, ServerPool, parse_server
+
+
+@pytest.mark.parametrize(
+    ("url", "scheme", "host", "port"),
+    [
+        ("nats://127.0.0.1:4222", "nats", "127.0.0.1", 4222),
+        ("tls://example.com:4443", "tls", "example.com", 4443),
+        ("127.0.0.1:5000", "nats", "127.0.0.1", 5000),
+        ("localhost", "nats", "localhost", 4222),
+        ("nats://[::1]:4222", "nats", "::1", 4222),
+        ("[::1]:7000", "nats", "::1", 7000),
+        ("nats://[fe80::1]", "nats", "fe80::1", 4222),
+        ("NATS://Host:1", "nats", "host", 1),
+    ],
+)
+def test_parse(url: str, scheme: str, host: str, port: int) -> None:
+    s = parse_server(url)
+    assert (s.scheme, s.host, s.port) == (scheme, host, port)
+
+
+def test_ipv6_str_has_brackets() -> None:
+    assert str(parse_server("[::1]:4222")) == "nats://[::1]:4222"
+
+
+def test_credentials_in_url_are_kept_apart_and_hidden() -> None:
+    s = parse_server("nats://alice:s%40cret@h:4222")
+    assert (s.user, s.password, s.token) == ("alice", "s@cret", None)
+    assert "cret" not in str(s) and "cret" not in repr(s) and "alice" not in str(s)
+    t = parse_server("nats://tok3n@h")
+    assert t.token == "tok3n" and "tok3n" not in repr(t)
+
+
+@pytest.mark.parametrize("bad", ["ws://h:1", "nats://h:notaport", "nats://:4222", "http://x"])
+def test_bad_urls(bad: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_server(bad)
+    assert "secret" not in str(exc.value)
+
+
+def test_pool_order_dedup_and_rotation() -> None:
+    pool = ServerPool(["a:1", "b:2", "a:1", "c:3"], randomize=False)
+    assert pool.urls() == ["nats://a:1", "nats://b:2", "nats://c:3"]
+    assert [pool.next(-1).host for _ in range(4)] == ["a", "b", "c", "a"]  # type: ignore[union-attr]
+
+
+def test_pool_skips_servers_out_of_attempts() -> None:
+    pool = ServerPool(["a:1", "b:2"], randomize=False)
+    pool.servers[0].attempts = 3
+    assert pool.next(3).host == "b"  # type: ignore[union-attr]
+    pool.servers[0].attempts = 3
+    pool.servers[1].attempts = 3
+    assert pool.next(3) is None
+    assert pool.next(-1) is not None  # forever
+
+
+def test_pool_shuffles_unless_told_not_to() -> None:
+    urls = [f"h{i}:1" for i in range(30)]
+    orders = {tuple(ServerPool(urls).urls()) for _ in range(5)}
+    assert len(orders) > 1
+    assert ServerPool(urls, randomize=False).urls() == [f"nats://h{i}:1" for i in range(30)]
+
+
+def test_discovered_servers_join_once_with_the_scheme_of_the_current() -> None:
+    pool = ServerPool(["tls://a:1"], randomize=False)
+    added = pool.add_discovered(["a:1", "b:2", "b:2", "c:3"], template=pool.servers[0])
+    assert sorted(s.host for s in added) == ["b", "c"]
+    assert all(s.discovered and s.scheme == "tls" for s in added)
+    assert len(pool.servers) == 3
+
+
+def test_pick_waits_between_attempts_on_the_same_server() -> None:
+    pool = ServerPool(["a:1"], randomize=False)
+    pool.servers[0].last_attempt = 100.0
+    server, delay = pool.pick(max_attempts=-1, wait=2.0, jitter=lambda s: 0.0, now=100.5)
+    assert server is pool.servers[0] and delay == pytest.approx(1.5)
+    server, delay = pool.pick(max_attempts=-1, wait=2.0, jitter=lambda s: 0.0, now=103.0)
+    assert delay == 0.0
+
+
+def test_pick_honours_the_user_hook() -> None:
+    pool = ServerPool(["a:1", "b:2"], randomize=False)
+    server, delay = pool.pick(
+        max_attempts=-1,
+        wait=2.0,
+        jitter=lambda s: 0.0,
+        now=0.0,
+        chooser=lambda urls, info: ("nats://b:2", 0.25),
+    )
+    assert isinstance(server, Server) and server.host == "b" and delay == 0.25
