@@ -144,13 +144,12 @@ def pytest_runtest_makereport(
 # --------------------------------------------------------------------------- event loops
 
 
-def pytest_asyncio_loop_factories(
-    config: pytest.Config, item: pytest.Item
-) -> dict[str, Any] | None:
-    """Run the tests of modules that set ``BOTH_LOOPS = True`` on asyncio and on uvloop."""
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
+    """Run the tests of modules that set ``BOTH_LOOPS = True`` on asyncio and on uvloop;
+    every other test on the default asyncio loop."""
     module = getattr(item, "module", None)
     if module is not None and getattr(module, "BOTH_LOOPS", False):
         import uvloop
 
         return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
-    return None
+    return {"asyncio": asyncio.new_event_loop}

@@ -292,3 +292,55 @@ async def test_lame_duck_moves_to_another_server(cluster: NatsCluster) -> None:
         await nc.close()
         await asyncio.to_thread(target.wait_exit, 60)
         await asyncio.to_thread(cluster.restart, 1)
+
+
+async def test_remaining_max_msgs_survives_reconnect(nats_server: NatsServer) -> None:
+    nc = await jetstream.connect(nats_server.url, max_reconnect_attempts=-1, **FAST)
+    try:
+        sub = await nc.subscribe("cap", max_msgs=10)
+        await nc.flush()
+        for i in range(4):
+            await nc.publish("cap", str(i).encode())
+        await nc.flush()
+        await asyncio.to_thread(nats_server.restart)
+        await wait_for(lambda: nc.is_connected)
+        await nc.flush()
+        for i in range(4, 20):
+            await nc.publish("cap", str(i).encode())
+        got = [m.data async for m in sub]
+        assert got == [str(i).encode() for i in range(10)]
+    finally:
+        await nc.close()
+
+
+async def test_publish_waits_instead_of_growing_without_end(nats_server: NatsServer) -> None:
+    """A server that stops reading: publish() blocks (backpressure); memory stays bounded."""
+    nc = await jetstream.connect(
+        nats_server.url, ping_interval=60, max_reconnect_attempts=-1, **FAST
+    )
+    try:
+        nats_server.pause()
+        payload = b"x" * 60_000
+        sent = 0
+
+        async def flood() -> None:
+            nonlocal sent
+            while True:
+                await nc.publish("flood", payload)
+                sent += 1
+
+        task = asyncio.create_task(flood())
+        await asyncio.sleep(2.0)
+        assert not task.done()
+        conn = nc._conn
+        assert conn is not None and conn.transport is not None
+        buffered = conn.transport.get_write_buffer_size() + len(nc._wbuf)
+        # the kernel takes some megabytes; our own buffers stay small
+        assert buffered < 4 * 1024 * 1024, buffered
+        assert sent * len(payload) < 256 * 1024 * 1024
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        nats_server.resume()
+        await nc.close()
