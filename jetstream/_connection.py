@@ -25,8 +25,9 @@ from .errors import (
     TlsError,
 )
 from .errors import TimeoutError as NatsTimeoutError
+from .message import Msg
 from .protocol.commands import PING, PONG, encode_connect
-from .protocol.ops import Err, Info, Msg, Ok, Ping, Pong
+from .protocol.ops import Err, Info, Ok, Ping, Pong
 from .protocol.parser import Parser
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class _Connection(asyncio.Protocol):
         self.peer = peer  # the server, for error messages
         self.subs = client._subs
         self.transport: asyncio.Transport | None = None
-        self.parser = Parser()
+        self.parser = Parser(msg_type=Msg)
         self.info: asyncio.Future[Info] = loop.create_future()
         #: resolved by the first PONG (the end of the CONNECT handshake) or failed by -ERR
         self.handshake: asyncio.Future[None] = loop.create_future()

@@ -14,7 +14,6 @@ from .protocol.headers import HeadersLike
 
 if TYPE_CHECKING:
     from .client import Client
-    from .protocol.ops import Msg as MsgOp
 
 __all__ = ["RequestMux", "gather_replies"]
 
@@ -34,12 +33,11 @@ class RequestMux:
         self.waiters: dict[str, asyncio.Future[Msg]] = {}
         self.tokens = itertools.count(1)
 
-    def _deliver(self, op: MsgOp) -> None:
+    def _deliver(self, op: Msg) -> None:
         fut = self.waiters.get(op.subject[self.cut :])
         if fut is not None and not fut.done():
-            fut.set_result(
-                Msg(op.subject, op.reply, op.payload, op.sid, op.status, op.headers, self.client)
-            )
+            op._client = self.client
+            fut.set_result(op)
 
     def fail_all(self, exc: BaseException) -> None:
         for fut in self.waiters.values():

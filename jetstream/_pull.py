@@ -108,7 +108,6 @@ class _PullBase:
         self._hb_timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._error: BaseException | None = None
-        self._pin_id: str | None = None
         self._track_bytes = opts.max_bytes is not None
 
     def _subscribe(self) -> None:
@@ -141,8 +140,8 @@ class _PullBase:
                 req.min_ack_pending = o.min_ack_pending
             if o.priority is not None:
                 req.priority = o.priority
-            if self._pin_id:
-                req.id = self._pin_id
+            if self._consumer._pin_id:
+                req.id = self._consumer._pin_id
         self._nc._publish_nowait(self._next_subject, encode(req), self.subject, None)
 
     def _wake(self) -> None:
@@ -156,20 +155,21 @@ class _PullBase:
         self._seen = True
         if op.status == 0:
             self.received += 1
-            msg = JsMsg(op.subject, op.reply, op.payload, op.headers, self._nc)
-            if self._opts.group is not None and op.headers and b"Nats-Pin-Id" in op.headers:
-                self._pin_id = msg.headers.get(PIN_ID_HEADER) or self._pin_id
+            msg = JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc)
+            if self._opts.group is not None and op.hdr and b"Nats-Pin-Id" in op.hdr:
+                c = self._consumer
+                c._pin_id = msg.headers.get(PIN_ID_HEADER) or c._pin_id
             size = (
                 len(op.subject)
                 + len(op.reply or "")
                 + len(op.payload)
-                + (len(op.headers) if op.headers else 0)
+                + (len(op.hdr) if op.hdr else 0)
                 if self._track_bytes
                 else 0
             )
             self._on_msg(msg, size)
         else:
-            _, desc, headers = parse_headers(op.headers or b"NATS/1.0\r\n\r\n")
+            _, desc, headers = parse_headers(op.hdr or b"NATS/1.0\r\n\r\n")
             try:
                 msgs = int(headers.get(NATS_PENDING_MESSAGES, "0"))
                 nbytes = int(headers.get(NATS_PENDING_BYTES, "0"))
@@ -271,6 +271,9 @@ class _Fetch(_PullBase):
             )
             or (status == 409 and "leadership change" in desc.lower())
         ):
+            self._end(None)
+        elif status == 423:  # our pin id is stale: forget it; the next pull competes again
+            self._consumer._pin_id = None
             self._end(None)
         else:
             self._end(self._status_error(status, desc))
@@ -410,7 +413,7 @@ class MessageStream(_PullBase):
         elif status == 409 and ("leadership change" in low or "server shutdown" in low):
             self._reset()
         elif status == 423:
-            self._pin_id = None
+            self._consumer._pin_id = None
             self._reset()
         elif status == 503:
             # No consumer leader right now (an election, a restart): try again shortly.

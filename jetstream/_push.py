@@ -4,7 +4,9 @@ Several subscribers may share a push consumer through its ``deliver_group`` (a
 queue group). Flow-control requests are answered once the reader has taken the
 messages that came before them, so a slow reader slows the server down instead
 of growing the buffer; idle heartbeats are watched (two missed ones are reported
-as ``NoHeartbeatError``) and a stalled-consumer hint is answered at once.
+as ``NoHeartbeatError``). A heartbeat's stalled-consumer hint (the server still
+waits for a flow-control answer) is answered the same way, once the reader has
+caught up, unless that answer is already held back for it.
 """
 
 from __future__ import annotations
@@ -73,14 +75,14 @@ class PushStream:
         self._seen = True
         if op.status == 0:
             self.received += 1
-            self._buf.append(JsMsg(op.subject, op.reply, op.payload, op.headers, self._nc))
+            self._buf.append(JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc))
             w = self._waiter
             if w is not None:
                 self._waiter = None
                 if not w.done():
                     w.set_result(None)
             return
-        _, desc, headers = parse_headers(op.headers or b"NATS/1.0\r\n\r\n")
+        _, desc, headers = parse_headers(op.hdr or b"NATS/1.0\r\n\r\n")
         low = desc.lower()
         if op.status == 100:
             if "flowcontrol" in low.replace(" ", "") and op.reply:

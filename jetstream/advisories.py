@@ -5,6 +5,10 @@ advisory naming the stream sequence. The pattern of the consumers documentation:
 listen to the advisories (or capture them in a stream of their own), then read the
 message from the stream by sequence while it is still there (or from a mirror).
 
+The server notices ``max_deliver`` when it would deliver the message once more: for
+a pull consumer that is when a pull is waiting after the last ``ack_wait`` ran out,
+so the MAX_DELIVERIES advisory may come only with the consumer's next pull.
+
     async with js.dead_letters("ORDERS", "worker") as letters:
         async for adv in letters:
             msg = await js.dead_letter_message(adv)

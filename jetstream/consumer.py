@@ -36,6 +36,8 @@ class Consumer:
         self.cached_info = info
         self.name = info.name
         self.stream_name = info.stream_name
+        #: pin id of a pinned_client priority group, carried from pull to pull
+        self._pin_id: str | None = None
 
     def __repr__(self) -> str:
         return f"<Consumer {self.name!r} of stream {self.stream_name!r}>"

@@ -1,8 +1,8 @@
 """Messages as the user sees them.
 
-``Msg`` wraps the parser's op without copying it: the payload is the bytes the
-parser sliced once, and the header block is parsed only when ``headers`` is
-first read.
+``Msg`` is what the parser makes for every MSG/HMSG (a subclass of the
+protocol op, so there is one object per message and the payload is sliced once);
+the header block is parsed only when ``headers`` is first read.
 """
 
 from __future__ import annotations
@@ -14,47 +14,45 @@ import msgspec
 
 from .errors import MsgAlreadyAckedError, NatsError
 from .protocol.headers import Headers, HeadersLike, parse_headers
+from .protocol.ops import Msg as MsgOp
 
 if TYPE_CHECKING:
     from .client import Client
-    from .protocol.ops import Msg as MsgOp
 
 __all__ = ["JsMsg", "Msg", "MsgMetadata", "SequencePair", "parse_ack_subject"]
 
 _EMPTY_HEADERS = Headers()
 
 
-class Msg(msgspec.Struct):
+class Msg(MsgOp, gc=True):
     """A message received on a subscription or as a reply.
+
+    The parser makes these directly (one object per message, the payload sliced
+    once); headers are parsed only when ``headers`` is first read.
 
     Attributes:
         subject: the subject it was published to.
-        reply: the reply subject, or ``None``.
-        data: the payload (``bytes``).
         sid: the id of the subscription it arrived on.
+        reply: the reply subject, or ``None``.
+        payload: the payload (``bytes``); ``data`` is the same.
+        hdr: the raw header block, or ``None``.
         status: the status code of a status message (503, 408, ...), else 0.
     """
 
-    subject: str
-    reply: str | None
-    data: bytes
-    sid: int = 0
-    status: int = 0
-    _raw_headers: bytes | None = None
     _client: Client | None = None
     _headers: Headers | None = None
 
-    @classmethod
-    def from_op(cls, op: MsgOp, client: Client | None = None) -> Msg:
-        """Wrap a parsed op (no copy of the payload)."""
-        return cls(op.subject, op.reply, op.payload, op.sid, op.status, op.headers, client)
+    @property
+    def data(self) -> bytes:
+        """The payload."""
+        return self.payload
 
     @property
     def headers(self) -> Headers:
         """The message headers (parsed on first access; empty when there are none)."""
         h = self._headers
         if h is None:
-            raw = self._raw_headers
+            raw = self.hdr
             h = parse_headers(raw)[2] if raw else _EMPTY_HEADERS
             self._headers = h
         return h
@@ -62,12 +60,12 @@ class Msg(msgspec.Struct):
     @property
     def raw_headers(self) -> bytes | None:
         """The header block exactly as received, or ``None``."""
-        return self._raw_headers
+        return self.hdr
 
     @property
     def description(self) -> str:
         """The status description (``'Idle Heartbeat'``, ``'Request Timeout'``...), or ``''``."""
-        raw = self._raw_headers
+        raw = self.hdr
         return parse_headers(raw)[1] if raw else ""
 
     async def respond(self, data: bytes = b"", *, headers: HeadersLike | None = None) -> None:

@@ -21,7 +21,6 @@ from .message import Msg
 
 if TYPE_CHECKING:
     from .client import Client
-    from .protocol.ops import Msg as MsgOp
 
 __all__ = ["DEFAULT_PENDING_BYTES", "DEFAULT_PENDING_MSGS", "MsgHandler", "Subscription"]
 
@@ -72,7 +71,7 @@ class Subscription:
         self._slow = False
         self._closed = False
         self._error: BaseException | None = None
-        self._deliver: Callable[[MsgOp], None] = (
+        self._deliver: Callable[[Msg], None] = (
             self._deliver_cb if cb is not None and not self._cb_is_async else self._deliver_queue
         )
         if self._cb_is_async:
@@ -86,16 +85,15 @@ class Subscription:
     # hot one appends to the deque and wakes the reader; the other runs a plain
     # callback inline. Neither creates a task or a future.
 
-    def _deliver_queue(self, op: MsgOp) -> None:
+    def _deliver_queue(self, op: Msg) -> None:
         self.received += 1
         q = self._queue
         size = len(op.payload)
         if len(q) < self.pending_msgs_limit and (
             self._pending_bytes + size <= self.pending_bytes_limit
         ):
-            q.append(
-                Msg(op.subject, op.reply, op.payload, op.sid, op.status, op.headers, self._client)
-            )
+            op._client = self._client
+            q.append(op)
             self._pending_bytes += size
             w = self._waiter
             if w is not None:
@@ -109,13 +107,12 @@ class Subscription:
         if self.max_msgs is not None:
             self._check_max()
 
-    def _deliver_cb(self, op: MsgOp) -> None:
+    def _deliver_cb(self, op: Msg) -> None:
         self.received += 1
         assert self._cb is not None
         try:
-            self._cb(
-                Msg(op.subject, op.reply, op.payload, op.sid, op.status, op.headers, self._client)
-            )
+            op._client = self._client
+            self._cb(op)
         except Exception as exc:  # a user callback must not kill the read loop
             self._client._report_error(exc)
         if self.max_msgs is not None:

@@ -1,7 +1,7 @@
 """Server operations, as the parser returns them.
 
 Every op is a small msgspec Struct. ``Msg`` covers both ``MSG`` and ``HMSG``:
-``headers`` holds the raw header block (``NATS/1.0 ...\\r\\n...\\r\\n\\r\\n``) or
+``hdr`` holds the raw header block (``NATS/1.0 ...\\r\\n...\\r\\n\\r\\n``) or
 ``None``, and ``status`` holds the inline status code of that block (``100``,
 ``404``, ``408``, ``409``, ``503``...) or ``0``. Reading the status costs three
 bytes at parse time, so a consumer can tell a heartbeat from a user message
@@ -46,15 +46,16 @@ class Info(msgspec.Struct, kw_only=True, frozen=True):
 class Msg(msgspec.Struct, gc=False):
     """A ``MSG`` or ``HMSG`` op.
 
-    ``headers`` is the raw header block, unparsed; ``status`` is the code on its
-    ``NATS/1.0`` line (0 when there is none, or no header block at all).
+    ``hdr`` is the raw header block, unparsed; ``status`` is the code on its
+    ``NATS/1.0`` line (0 when there is none, or no header block at all). The
+    client's ``jetstream.Msg`` subclasses this, adding parsed headers on demand.
     """
 
     subject: str
     sid: int
     reply: str | None
     payload: bytes
-    headers: bytes | None = None
+    hdr: bytes | None = None
     status: int = 0
 
 

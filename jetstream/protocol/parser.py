@@ -164,7 +164,7 @@ class Parser:
     >>> parser.feed(b"PING\r\nMSG orders.new 1 5\r\nhel")
     [Ping()]
     >>> parser.feed(b"lo\r\n")
-    [Msg(subject='orders.new', sid=1, reply=None, payload=b'hello', headers=None, status=0)]
+    [Msg(subject='orders.new', sid=1, reply=None, payload=b'hello', hdr=None, status=0)]
 
     Args:
         max_control_line: the longest control line (without its CRLF) accepted;
@@ -190,6 +190,7 @@ class Parser:
         "_have",
         "_ints",
         "_misses",
+        "_msg",
         "_parts",
         "_pending",
         "_tail",
@@ -202,6 +203,7 @@ class Parser:
         *,
         max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
+        msg_type: type[Msg] = Msg,
     ) -> None:
         if max_control_line < 16:
             raise ValueError(f"max_control_line must be at least 16, got {max_control_line}")
@@ -209,6 +211,9 @@ class Parser:
             raise ValueError(f"max_payload must be non-negative, got {max_payload}")
         self.max_control_line = max_control_line
         self.max_payload = max_payload
+        # The class of MSG/HMSG ops: Msg or a subclass with the same positional fields
+        # (the client passes its user-facing message class, so no second object is made).
+        self._msg = msg_type
         # An incomplete control line (never contains CRLF; at most max_control_line + 1 bytes).
         self._tail = b""
         # The control line of a MSG/HMSG whose payload is incomplete.
@@ -304,6 +309,7 @@ class Parser:
         n = len(data)
         find = data.find
         append = ops.append
+        msg_type = self._msg
         max_line = self.max_control_line
         max_payload = self.max_payload
         ints = self._ints
@@ -355,7 +361,7 @@ class Parser:
                         f"expected CRLF after the {size}-byte payload of "
                         f"{_q(data[pos:end])}, got {_q(data[stop : stop + 2])}"
                     )
-                append(Msg(args[1].decode(), sid, reply, data[start:stop]))
+                append(msg_type(args[1].decode(), sid, reply, data[start:stop]))
                 pos = stop + 2
             elif op == b"HMSG":
                 nargs = len(args)
@@ -400,7 +406,7 @@ class Parser:
                 mid = start + hdr_len
                 hdr = data[start:mid]
                 status = 0 if hdr.startswith(_HDR_PLAIN) else _status(hdr)
-                append(Msg(args[1].decode(), sid, reply, data[mid:stop], hdr, status))
+                append(msg_type(args[1].decode(), sid, reply, data[mid:stop], hdr, status))
                 pos = stop + 2
             else:
                 append(self._control(op, args, data[pos:end]))
@@ -522,12 +528,12 @@ class Parser:
             else repeat(None)
         )
         if hdrs is None:
-            ops.extend(map(Msg, subjects, sid_ints, replies, payloads))
+            ops.extend(map(self._msg, subjects, sid_ints, replies, payloads))
         else:
             # A block starts with b"NATS/1.0\r\n" when its first element is b"NATS/1.0".
             plain = lines[first + 1 : end : stride].count(b"NATS/1.0") == count
             status = repeat(0) if plain else map(_status, hdrs)
-            ops.extend(map(Msg, subjects, sid_ints, replies, payloads, hdrs, status))
+            ops.extend(map(self._msg, subjects, sid_ints, replies, payloads, hdrs, status))
         self._misses = 0
         return pos + sum(ctl_lens) + sum(sizes) + 4 * count
 
@@ -609,9 +615,9 @@ class Parser:
                 f"got {_q(trailer)}"
             )
         if hdr_len < 0:
-            ops.append(Msg(subject, sid, reply, _gather(parts, 0, size)))
+            ops.append(self._msg(subject, sid, reply, _gather(parts, 0, size)))
         else:
             hdr = _gather(parts, 0, hdr_len)
             status = 0 if hdr.startswith(_HDR_PLAIN) else _status(hdr)
-            ops.append(Msg(subject, sid, reply, _gather(parts, hdr_len, size), hdr, status))
+            ops.append(self._msg(subject, sid, reply, _gather(parts, hdr_len, size), hdr, status))
         return pos + need

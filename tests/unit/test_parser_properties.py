@@ -26,13 +26,13 @@ PROPERTY = settings(max_examples=500, deadline=None)
 
 def encode_msg(msg: Msg, sep: bytes = b" ") -> bytes:
     """MSG or HMSG bytes for ``msg``, as nats-server writes them (``sep`` between fields)."""
-    fields = [b"MSG" if msg.headers is None else b"HMSG", msg.subject.encode(), b"%d" % msg.sid]
+    fields = [b"MSG" if msg.hdr is None else b"HMSG", msg.subject.encode(), b"%d" % msg.sid]
     if msg.reply is not None:
         fields.append(msg.reply.encode())
     body = msg.payload
-    if msg.headers is not None:
-        fields.append(b"%d" % len(msg.headers))
-        body = msg.headers + msg.payload
+    if msg.hdr is not None:
+        fields.append(b"%d" % len(msg.hdr))
+        body = msg.hdr + msg.payload
     fields.append(b"%d" % len(body))
     return sep.join(fields) + b"\r\n" + body + b"\r\n"
 
@@ -162,7 +162,7 @@ def test_msg_round_trip(msg: Msg, sep: bytes, chunk: int) -> None:
     (parsed,) = got
     assert isinstance(parsed, Msg)
     assert type(parsed.payload) is bytes
-    assert parsed.headers is None or type(parsed.headers) is bytes
+    assert parsed.hdr is None or type(parsed.hdr) is bytes
 
 
 # --- (c) garbage in: ops or ProtocolError, bounded memory ------------------------------
