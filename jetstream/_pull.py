@@ -31,6 +31,7 @@ from .api import PullRequest, encode
 from .errors import (
     ConsumerDeletedError,
     JetStreamError,
+    MsgAlreadyAckedError,
     NatsError,
     NoHeartbeatError,
     NoRespondersError,
@@ -144,6 +145,19 @@ class _PullBase:
                 req.id = self._consumer._pin_id
         self._nc._publish_nowait(self._next_subject, encode(req), self.subject, None)
 
+    def _ack_next(self, msg: JsMsg) -> None:
+        """Acknowledge ``msg`` and ask for the next batch in one message (``+NXT``)."""
+        if msg.acked:
+            raise MsgAlreadyAckedError(f"message on {msg.subject!r} was already acknowledged")
+        if not msg.reply:
+            raise NatsError(f"message on {msg.subject!r} has no reply subject to acknowledge")
+        o = self._opts
+        req = PullRequest(batch=o.batch, expires=o.expires)
+        if o.heartbeat:
+            req.idle_heartbeat = o.heartbeat
+        self._nc._publish_nowait(msg.reply, b"+NXT " + encode(req), self.subject, None)
+        msg._acked = True
+
     def _wake(self) -> None:
         w = self._waiter
         if w is not None:
@@ -248,10 +262,11 @@ class _PullBase:
 
 
 class _Fetch(_PullBase):
-    def __init__(self, consumer: Consumer, opts: PullOptions) -> None:
+    def __init__(self, consumer: Consumer, opts: PullOptions, via: JsMsg | None = None) -> None:
         super().__init__(consumer, opts)
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._bytes = 0
+        self._via = via
 
     def _on_msg(self, msg: JsMsg, size: int) -> None:
         self._buf.append(msg)
@@ -295,7 +310,10 @@ class _Fetch(_PullBase):
         o = self._opts
         self._subscribe()
         try:
-            self._pull(o.batch, o.max_bytes)
+            if self._via is None:
+                self._pull(o.batch, o.max_bytes)
+            else:
+                self._ack_next(self._via)
             self._arm_heartbeat()
             timeout = self._nc._opts.connect_timeout + (o.expires if not o.no_wait else 0)
             try:
@@ -315,9 +333,10 @@ class _Fetch(_PullBase):
                 self._done.cancel()
 
 
-async def fetch(consumer: Consumer, opts: PullOptions) -> list[JsMsg]:
-    """One pull request: up to ``opts.batch`` messages (see ``Consumer.fetch``)."""
-    return await _Fetch(consumer, opts).run()
+async def fetch(consumer: Consumer, opts: PullOptions, via: JsMsg | None = None) -> list[JsMsg]:
+    """One pull request: up to ``opts.batch`` messages (see ``Consumer.fetch``); with
+    ``via``, the request rides on that message's ``+NXT`` acknowledgement."""
+    return await _Fetch(consumer, opts, via).run()
 
 
 class MessageStream(_PullBase):

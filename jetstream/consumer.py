@@ -126,6 +126,21 @@ class Consumer:
             )
         return msgs[0]
 
+    async def ack_next(self, msg: JsMsg, timeout: float = 30.0) -> JsMsg:
+        """Acknowledge ``msg`` and get the next message, in one round trip (``+NXT``).
+
+        Raises:
+            MsgAlreadyAckedError: ``msg`` was already acknowledged (nothing is sent).
+            TimeoutError: no next message within ``timeout`` seconds (``msg`` is acked).
+        """
+        opts = PullOptions(batch=1, expires=timeout, heartbeat=_default_heartbeat(timeout))
+        msgs = await fetch(self, opts, via=msg)
+        if not msgs:
+            raise NatsTimeoutError(
+                f"no message from consumer {self.name!r} after +NXT within {timeout}s"
+            )
+        return msgs[0]
+
     # -- continuous ------------------------------------------------------------------------
 
     def messages(

@@ -48,6 +48,11 @@ from .protocol.headers import (
     Headers,
     HeadersLike,
 )
+from .protocol.subjects import next_nuid
+
+NATS_BATCH_ID = "Nats-Batch-Id"
+NATS_BATCH_SEQUENCE = "Nats-Batch-Sequence"
+NATS_BATCH_COMMIT = "Nats-Batch-Commit"
 
 if TYPE_CHECKING:
     from .client import Client
@@ -373,6 +378,51 @@ class JetStream(DeadLetters):
             attempt += 1
             await asyncio.sleep(wait)
             wait *= 2
+
+    async def publish_batch(
+        self,
+        messages: Sequence[tuple[str, bytes] | tuple[str, bytes, HeadersLike | None]],
+        *,
+        timeout: float | None = None,
+    ) -> PubAck:
+        """Publish up to 1000 messages as one atomic batch: all are stored, or none.
+
+        The stream needs ``allow_atomic`` (server 2.12+). The first message opens the
+        batch (the server confirms it), the middle ones follow without waiting, and the
+        last one commits it; its ``PubAck`` has ``batch`` and ``count`` set and ``seq``
+        is the sequence of the last message.
+
+        Raises:
+            ValueError: no messages, or more than 1000 (nothing is sent).
+            JetStreamApiError: the server refused the batch (then nothing was stored).
+        """
+        n = len(messages)
+        if not 0 < n <= 1000:
+            raise ValueError(f"an atomic batch holds 1 to 1000 messages, not {n}")
+        t = self.timeout if timeout is None else timeout
+        batch_id = next_nuid()
+        nc = self._nc
+        for i, item in enumerate(messages, 1):
+            subject, data = item[0], item[1]
+            extra = item[2] if len(item) > 2 else None
+            h = Headers(extra) if extra else Headers()
+            h[NATS_BATCH_ID] = batch_id
+            h[NATS_BATCH_SEQUENCE] = str(i)
+            if i == n:
+                h[NATS_BATCH_COMMIT] = "1"
+                msg = await nc.request(subject, data, timeout=t, headers=h)
+                if msg.status == 503:
+                    raise NoRespondersError(f"no stream answered the batch on {subject!r}")
+                return decode_response(msg.data, PubAck, subject)
+            if i == 1:
+                msg = await nc.request(subject, data, timeout=t, headers=h)
+                if msg.status == 503:
+                    raise NoRespondersError(f"no stream answered the batch on {subject!r}")
+                if msg.data:  # an empty reply opens the batch; a PubAck here is an error
+                    decode_response(msg.data, PubAck, subject)
+            else:
+                await nc.publish(subject, data, headers=h)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def publish_async(
         self,

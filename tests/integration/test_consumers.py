@@ -314,3 +314,21 @@ async def test_ack_policy_none_has_no_acks(js: JetStream) -> None:
     msg = await c.next(timeout=5)
     assert msg.metadata.sequence.stream == 1
     assert (await c.info()).num_ack_pending == 0
+
+
+async def test_ack_next_acks_and_pulls_in_one_go(stream: Stream, nc: Client) -> None:
+    c = await stream.create_consumer(ConsumerConfig(durable_name="nxt"))
+    msg = await c.next(timeout=5)
+    seen = [msg.data]
+    for _ in range(9):
+        msg = await c.ack_next(msg, timeout=5)
+        seen.append(msg.data)
+    assert seen == [str(i).encode() for i in range(10)]
+    with pytest.raises(jetstream.TimeoutError):
+        await c.ack_next(msg, timeout=1)  # acks the last one; nothing more to get
+    assert msg.acked
+    with pytest.raises(MsgAlreadyAckedError):
+        await c.ack_next(msg, timeout=1)
+    await asyncio.sleep(0.3)
+    info = await c.info()
+    assert info.num_ack_pending == 0 and info.ack_floor.stream_seq == 10

@@ -330,3 +330,27 @@ async def test_domain_prefix(nats_server: NatsServer) -> None:
         # the same API through an explicit prefix
         js2 = nc.jetstream(api_prefix="$JS.hub.API")
         assert (await js2.stream("DOM")).name == "DOM"
+
+
+async def test_atomic_batch_publish(js: JetStream) -> None:
+    stream = await js.create_stream(StreamConfig(name="AT", subjects=["at.*"], allow_atomic=True))
+    ack = await js.publish_batch([(f"at.{i}", str(i).encode()) for i in range(10)])
+    assert ack.count == 10 and ack.batch and ack.seq == 10
+    got = await stream.get_msg(4)
+    assert got.data == b"3" and got.headers["Nats-Batch-Id"] == ack.batch
+    one = await js.publish_batch([("at.x", b"only", {"k": "v"})])
+    assert one.count == 1 and one.seq == 11
+    # a failed expectation anywhere rejects the whole batch: nothing is stored
+    with pytest.raises(WrongLastSequenceError):
+        await js.publish_batch(
+            [("at.a", b"1", None), ("at.b", b"2", {"Nats-Expected-Last-Sequence": "1"})]
+        )
+    assert (await stream.info()).state.messages == 11
+    with pytest.raises(ValueError):
+        await js.publish_batch([])
+    with pytest.raises(ValueError):
+        await js.publish_batch([("at.x", b"")] * 1001)
+    # a stream without allow_atomic refuses
+    await js.create_stream(StreamConfig(name="NA", subjects=["na"]))
+    with pytest.raises(JetStreamApiError):
+        await js.publish_batch([("na", b"1"), ("na", b"2")])
