@@ -36,6 +36,7 @@ from .errors import (
     StaleConnectionError,
     TlsError,
 )
+from .message import Msg
 from .protocol.commands import PING, encode_sub, encode_unsub
 from .protocol.ops import Info
 from .subscription import Subscription
@@ -106,6 +107,8 @@ class _ClientBase:
         #: the largest payload the fast publish path takes: max_payload while
         #: connected, -1 while not (then every publish checks the reconnect buffer)
         self._fast_limit = -1
+        #: the message class this client's parsers make (bound to this client)
+        self._msg_type = Msg.for_client(self)  # type: ignore[arg-type]
 
     @property
     def is_connected(self) -> bool:

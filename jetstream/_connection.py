@@ -57,7 +57,8 @@ class _Connection(asyncio.Protocol):
         self.peer = peer  # the server, for error messages
         self.subs = client._subs
         self.transport: asyncio.Transport | None = None
-        self.parser = Parser(msg_type=Msg)
+        self.parser = Parser(msg_type=client._msg_type)
+        self.msg_type = client._msg_type
         self.info: asyncio.Future[Info] = loop.create_future()
         #: resolved by the first PONG (the end of the CONNECT handshake) or failed by -ERR
         self.handshake: asyncio.Future[None] = loop.create_future()
@@ -82,10 +83,11 @@ class _Connection(asyncio.Protocol):
             self.fail(exc)
             return
         subs = self.subs
+        msg_type = self.msg_type
         n = 0
         size = 0
         for op in ops:
-            if op.__class__ is Msg:
+            if op.__class__ is msg_type:
                 n += 1
                 size += len(op.payload)
                 sub = subs.get(op.sid)

@@ -36,7 +36,6 @@ class RequestMux:
     def _deliver(self, op: Msg) -> None:
         fut = self.waiters.get(op.subject[self.cut :])
         if fut is not None and not fut.done():
-            op._client = self.client
             fut.set_result(op)
 
     def fail_all(self, exc: BaseException) -> None:

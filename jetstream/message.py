@@ -8,7 +8,7 @@ the header block is parsed only when ``headers`` is first read.
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import msgspec
 
@@ -24,7 +24,7 @@ __all__ = ["JsMsg", "Msg", "MsgMetadata", "SequencePair", "parse_ack_subject"]
 _EMPTY_HEADERS = Headers()
 
 
-class Msg(MsgOp, gc=True):
+class Msg(MsgOp, gc=False):
     """A message received on a subscription or as a reply.
 
     The parser makes these directly (one object per message, the payload sliced
@@ -39,8 +39,17 @@ class Msg(MsgOp, gc=True):
         status: the status code of a status message (503, 408, ...), else 0.
     """
 
-    _client: Client | None = None
+    #: Set on the per-client subclass each client hands its parser (see
+    #: ``Msg.for_client``), so no message stores a reference of its own.
+    _client: ClassVar[Client | None] = None
     _headers: Headers | None = None
+
+    @classmethod
+    def for_client(cls, client: Client) -> type[Msg]:
+        """A subclass of ``Msg`` bound to ``client`` (for ``respond``)."""
+        return type(
+            "Msg", (cls,), {"_client": client, "__module__": cls.__module__, "__qualname__": "Msg"}
+        )
 
     @property
     def data(self) -> bytes:

@@ -88,13 +88,10 @@ class Subscription:
     def _deliver_queue(self, op: Msg) -> None:
         self.received += 1
         q = self._queue
-        size = len(op.payload)
-        if len(q) < self.pending_msgs_limit and (
-            self._pending_bytes + size <= self.pending_bytes_limit
-        ):
-            op._client = self._client
+        pending = self._pending_bytes + len(op.payload)
+        if len(q) < self.pending_msgs_limit and pending <= self.pending_bytes_limit:
             q.append(op)
-            self._pending_bytes += size
+            self._pending_bytes = pending
             w = self._waiter
             if w is not None:
                 self._waiter = None
@@ -103,7 +100,7 @@ class Subscription:
                 except asyncio.InvalidStateError:  # the reader was cancelled meanwhile
                     pass
         else:
-            self._drop(size)
+            self._drop(len(op.payload))
         if self.max_msgs is not None:
             self._check_max()
 
@@ -111,7 +108,6 @@ class Subscription:
         self.received += 1
         assert self._cb is not None
         try:
-            op._client = self._client
             self._cb(op)
         except Exception as exc:  # a user callback must not kill the read loop
             self._client._report_error(exc)
@@ -148,7 +144,7 @@ class Subscription:
 
     def _pop(self) -> Msg:
         msg = self._queue.popleft()
-        self._pending_bytes -= len(msg.data)
+        self._pending_bytes -= len(msg.payload)
         if self._slow and not self._queue:
             self._slow = False
         return msg
@@ -169,7 +165,7 @@ class Subscription:
         while True:
             if q:
                 msg = q.popleft()
-                self._pending_bytes -= len(msg.data)
+                self._pending_bytes -= len(msg.payload)
                 if self._slow and not q:
                     self._slow = False
                 return msg

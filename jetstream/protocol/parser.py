@@ -483,6 +483,13 @@ class Parser:
         end = first + count * stride
         ctl = lines[first:end:stride]
         payloads = lines[first + stride - 1 : end : stride]
+        if stride == 2 and ctl.count(ctl[0]) == count:
+            # A run of identical MSG control lines (one subject, sid, reply and size:
+            # a steady feed): parse the line once, as the op-by-op loop would.
+            done = self._same_line_run(head, ctl[0], payloads, count, ops)
+            if done:
+                self._misses = 0
+                return pos + done
         # Split all control lines at once, with a b"\0" field between lines.
         # The checks make this exactly ``bytes.split()`` of each line: every
         # line has ``width`` fields (the separators land on every
@@ -536,6 +543,34 @@ class Parser:
             ops.extend(map(self._msg, subjects, sid_ints, replies, payloads, hdrs, status))
         self._misses = 0
         return pos + sum(ctl_lens) + sum(sizes) + 4 * count
+
+    def _same_line_run(
+        self, head: list[bytes], line: bytes, payloads: list[bytes], count: int, ops: list[Op]
+    ) -> int:
+        """Parse ``count`` MSG ops that share the control line ``line`` (split: ``head``).
+
+        Returns the bytes consumed, or 0 when the run is not exactly what the op-by-op
+        loop would accept (then the general batch path or the loop decides).
+        """
+        sid_b = head[2]
+        size_b = head[-1]
+        if not (sid_b.isdigit() and size_b.isdigit()) or len(line) > self.max_control_line:
+            return 0
+        size = int(size_b)
+        if size > self.max_payload or list(map(len, payloads)).count(size) != count:
+            return 0
+        subject = head[1].decode()
+        reply = head[3].decode() if len(head) == 5 else None
+        ops.extend(
+            map(
+                self._msg,
+                repeat(subject, count),
+                repeat(int(sid_b), count),
+                repeat(reply, count),
+                payloads,
+            )
+        )
+        return count * (len(line) + size + 4)
 
     def _no_batch(self, pos: int) -> int:
         """A batch try failed: pause batch tries for a while (longer after each miss)."""

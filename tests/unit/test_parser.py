@@ -623,3 +623,38 @@ def test_constructor_limits() -> None:
     p = Parser()
     assert p.max_control_line == parser_mod.DEFAULT_MAX_CONTROL_LINE == 4096
     assert p.max_payload == parser_mod.DEFAULT_MAX_PAYLOAD
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"MSG same.subject 9 5\r\n", b"MSG s 9 _INBOX.r 5\r\n", b"MSG s 9 0\r\n"],
+    ids=["plain", "reply", "empty"],
+)
+def test_runs_of_one_control_line(line: bytes) -> None:
+    """A steady feed repeats one control line: parsed once, same ops as the loop."""
+    size = int(line.split()[-1])
+    data = b"".join(line + (b"%05d" % i)[:size] + b"\r\n" for i in range(400))
+    whole = feed_whole(data)
+    assert len(whole) == 400
+    assert whole == feed_bytewise(data) == feed_chunks(data, 777)
+    first = whole[0]
+    assert isinstance(first, Msg) and first.sid == 9 and first.payload == b"00000"[:size]
+
+
+@pytest.mark.parametrize(
+    ("odd", "kwargs"),
+    [
+        (b"MSG a 1 2\r\nh\r\n\r\n", {}),  # same control line, payload one byte short
+        (b"MSG a 1 2\r\nhi!\r\n", {}),  # same control line, payload one byte long
+        (b"", {"max_payload": 1}),  # every op of the run is over the limit
+        (b"", {"max_control_line": 16}),  # and here every control line
+    ],
+)
+def test_runs_of_one_control_line_reject_what_the_loop_rejects(
+    odd: bytes, kwargs: dict[str, int]
+) -> None:
+    good = b"MSG aaaaaaaaaaaa 1 2\r\nhi\r\n" if kwargs.get("max_control_line") else GOOD_MSG
+    data = good * 40 + odd + good * 40
+    for feed in (feed_whole, feed_bytewise):
+        with pytest.raises(ProtocolError):
+            feed(data, Parser(**kwargs))
