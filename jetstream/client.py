@@ -140,8 +140,7 @@ class Client(_ClientBase):
                     if conn is not None and conn.write_paused:
                         await self._wait_writable()
                 elif not self._flush_scheduled:
-                    self._flush_scheduled = True
-                    self._loop.call_soon(self._flush_cb)
+                    self._schedule_write()
                 return
         self._publish_nowait(subject, data, reply, encode_headers(headers) if headers else None)
         conn = self._conn
@@ -185,8 +184,7 @@ class Client(_ClientBase):
         if len(wbuf) >= FLUSH_THRESHOLD:
             self._flush_now()
         elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush_cb)
+            self._schedule_write()
 
     def _publish_reply(self, reply: str, body: bytes) -> None:
         """Buffer a small message to a subject the server gave us (an ack subject).
@@ -203,8 +201,7 @@ class Client(_ClientBase):
         if len(wbuf) >= FLUSH_THRESHOLD:
             self._flush_now()
         elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush_cb)
+            self._schedule_write()
 
     def _pub_prefix(self, subject: str) -> bytes:
         """Validate a publish subject and cache its ``PUB <subject> `` prefix."""
