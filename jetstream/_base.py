@@ -82,8 +82,6 @@ class _ClientBase:
         self._max_payload = 1024 * 1024
         self._wbuf = bytearray()
         self._flush_scheduled = False
-        #: a write went out at once since the last read or flush (see _schedule_write)
-        self._wrote_now = False
         self._write_waiters: list[asyncio.Future[None]] = []
         self._subs: dict[int, Delivery] = {}
         self._sids = itertools.count(1)
@@ -337,19 +335,7 @@ class _ClientBase:
 
     def _flush_cb(self) -> None:
         self._flush_scheduled = False
-        self._wrote_now = False
         self._flush_now()
-
-    def _schedule_write(self) -> None:
-        """Get what was just buffered written: at once when nothing went out at once since
-        the last read or flush (a lone request or reply pays no extra loop iteration),
-        otherwise at the end of this loop iteration, together with whatever follows."""
-        if self._wrote_now:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush_cb)
-        else:
-            self._wrote_now = True
-            self._flush_now()
 
     def _flush_now(self) -> None:
         conn = self._conn

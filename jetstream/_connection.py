@@ -77,7 +77,6 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        self.client._wrote_now = False
         try:
             ops = self.parser.feed(data)
         except ProtocolError as exc:

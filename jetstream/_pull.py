@@ -400,6 +400,24 @@ class MessageStream(_PullBase):
                     self._out_bytes += nbytes
                     self._pull(n, nbytes)
 
+    def _deliver(self, op: MsgOp) -> None:
+        # The common case inline: a plain message, no byte accounting, no priority group.
+        if op.status or self._track_bytes or self._opts.group is not None:
+            super()._deliver(op)
+            return
+        self._seen = True
+        self.received += 1
+        if self._closed:
+            return
+        if self._out_msgs > 0:
+            self._out_msgs -= 1
+        self._buf.append(JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc))
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            if not w.done():
+                w.set_result(None)
+
     def _on_msg(self, msg: JsMsg, size: int) -> None:
         if self._closed:
             return
@@ -506,7 +524,9 @@ class MessageStream(_PullBase):
                 msg = buf.popleft()
                 if self._track_bytes:
                     self._buf_bytes -= msg._size
-                if not self._closed:
+                    if not self._closed:
+                        self._refill()
+                elif self._out_msgs + len(buf) <= self._thr_msgs and not self._closed:
                     self._refill()
                 return msg
             if self._closed or self._draining:

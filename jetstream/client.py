@@ -140,7 +140,8 @@ class Client(_ClientBase):
                     if conn is not None and conn.write_paused:
                         await self._wait_writable()
                 elif not self._flush_scheduled:
-                    self._schedule_write()
+                    self._flush_scheduled = True
+                    self._loop.call_soon(self._flush_cb)
                 return
         self._publish_nowait(subject, data, reply, encode_headers(headers) if headers else None)
         conn = self._conn
@@ -184,7 +185,8 @@ class Client(_ClientBase):
         if len(wbuf) >= FLUSH_THRESHOLD:
             self._flush_now()
         elif not self._flush_scheduled:
-            self._schedule_write()
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_cb)
 
     def _publish_reply(self, reply: str, body: bytes) -> None:
         """Buffer a small message to a subject the server gave us (an ack subject).
@@ -201,7 +203,8 @@ class Client(_ClientBase):
         if len(wbuf) >= FLUSH_THRESHOLD:
             self._flush_now()
         elif not self._flush_scheduled:
-            self._schedule_write()
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_cb)
 
     def _pub_prefix(self, subject: str) -> bytes:
         """Validate a publish subject and cache its ``PUB <subject> `` prefix."""
@@ -357,6 +360,9 @@ class Client(_ClientBase):
         mux.waiters[token] = fut
         try:
             await self.publish(subject, data, reply=mux.prefix + token, headers=headers)
+            # Someone waits for the answer: write now rather than at the end of this
+            # loop iteration (one iteration, one poll less per request).
+            self._flush_now()
             async with asyncio.timeout(timeout):
                 msg = await fut
         except TimeoutError as exc:

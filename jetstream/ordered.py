@@ -147,12 +147,26 @@ class OrderedConsumer:
             self._js.client._report_error(cb_exc)
 
     def _accept(self, msg: JsMsg) -> bool:
-        """True if ``msg`` is the next one in order (and records it)."""
-        meta = msg.metadata
-        if meta.sequence.consumer != self._consumer_seq + 1:
+        """True if ``msg`` is the next one in order (and records it).
+
+        Reads only the two sequences of the ack subject (the full metadata is parsed
+        when the user asks for it): v1 has 9 tokens, v2 11 or more (see message.py).
+        """
+        t = (msg.reply or "").split(".")
+        n = len(t)
+        try:
+            if n == 9:
+                sseq, cseq = int(t[5]), int(t[6])
+            elif n >= 11:
+                sseq, cseq = int(t[7]), int(t[8])
+            else:
+                return False
+        except ValueError:
             return False
-        self._consumer_seq = meta.sequence.consumer
-        self.stream_seq = meta.sequence.stream
+        if cseq != self._consumer_seq + 1:
+            return False
+        self._consumer_seq = cseq
+        self.stream_seq = sseq
         return True
 
     @property
@@ -224,6 +238,7 @@ class OrderedStream:
         self._inner: MessageStream | None = None
         self._broken = False
         self._closed = False
+        self._started = False
         self._loop = oc._js.client._loop
 
     def _open(self) -> MessageStream:
@@ -249,6 +264,7 @@ class OrderedStream:
             self._inner.stop()
 
     def _start(self) -> None:
+        self._started = True
         nc = self._oc._js.client
         if self._on_reconnect not in nc._reconnect_hooks:
             nc._reconnect_hooks.append(self._on_reconnect)
@@ -258,7 +274,8 @@ class OrderedStream:
         return self
 
     async def __anext__(self) -> JsMsg:
-        self._start()
+        if not self._started:
+            self._start()
         while True:
             if self._closed:
                 raise StopAsyncIteration
