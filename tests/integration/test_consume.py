@@ -221,7 +221,7 @@ async def test_ordered_consumer_ends_when_stream_deleted(js: JetStream) -> None:
 
 
 async def test_ordered_consumer_across_server_restart(nats_server: NatsServer) -> None:
-    total = 20_000
+    total = 100_000
     async with jetstream.connect(nats_server.url, **FAST) as nc:
         js = nc.jetstream()
         s = await js.create_stream(

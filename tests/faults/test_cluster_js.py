@@ -1,0 +1,80 @@
+"""JetStream on a real 3-node cluster while its stream leader is killed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+import jetstream
+from jetstream import PubAck, StreamConfig
+from jetstream.embedded import NatsCluster
+
+pytestmark = pytest.mark.asyncio
+
+N = 50_000
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[NatsCluster]:
+    with NatsCluster(size=3) as c:
+        yield c
+
+
+async def test_r3_leader_killed_during_publish_async(cluster: NatsCluster) -> None:
+    async with jetstream.connect(
+        cluster.urls, reconnect_time_wait=0.1, max_reconnect_attempts=-1, connect_timeout=2
+    ) as nc:
+        js = nc.jetstream(timeout=3, publish_async_max_pending=2000)
+        stream = await js.create_stream(
+            StreamConfig(name="R3", subjects=["r3"], num_replicas=3, duplicate_window=300)
+        )
+        info = await stream.info()
+        assert info.cluster is not None and info.cluster.leader
+        leader = next(
+            i for i, s in enumerate(cluster.servers) if s.server_name == info.cluster.leader
+        )
+
+        acked: dict[int, PubAck] = {}
+        failures = 0
+
+        async def publish(ids: list[int]) -> list[int]:
+            """Publish ids with their msg ids; return those that did not get an ack."""
+            nonlocal failures
+            futs: dict[int, asyncio.Future[PubAck]] = {}
+            missing: list[int] = []
+            for i in ids:
+                try:
+                    futs[i] = await js.publish_async("r3", b"%d" % i, msg_id=f"id-{i}")
+                except jetstream.NatsError:
+                    missing.append(i)  # the window stalled during the election: later
+                if i == ids[0] + 10_000 and leader is not None and len(ids) == N:
+                    await asyncio.to_thread(cluster.kill, leader)
+            for i, fut in futs.items():
+                try:
+                    acked[i] = await fut
+                except jetstream.NatsError:
+                    missing.append(i)
+            failures += len(missing)
+            return missing
+
+        todo = await publish(list(range(N)))
+        rounds = 0
+        while todo:
+            rounds += 1
+            assert rounds < 60, f"{len(todo)} still not acked after {rounds} rounds"
+            await asyncio.sleep(0.25)
+            todo = await publish(todo)
+
+        # the kill really hit publishing, and retries repaired it
+        assert failures > 0
+        assert len(acked) == N
+        info = await (await js.stream("R3")).info()
+        assert info.state.messages == N  # no loss, no duplicate
+        assert (
+            info.cluster is not None and info.cluster.leader != cluster.servers[leader].server_name
+        )
+        seqs = sorted(a.seq for a in acked.values())
+        assert len(set(seqs)) == N
+    await asyncio.to_thread(cluster.restart, leader)
