@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 from ._pull import MessageStream, PullOptions
+from ._push import PushStream
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy
 from .consumer import Consumer
 from .errors import (
@@ -54,6 +55,8 @@ class OrderedConsumer:
         replay_policy: ReplayPolicy = ReplayPolicy.INSTANT,
         inactive_threshold: float = 300.0,
         error_cb: Callable[[BaseException], Any] | None = None,
+        push: bool = False,
+        heartbeat: float = 5.0,
     ) -> None:
         self._js = js
         self.stream_name = stream
@@ -65,6 +68,10 @@ class OrderedConsumer:
         self._replay = replay_policy
         self._inactive = inactive_threshold
         self._error_cb = error_cb
+        #: the push-based form: the server pushes to an inbox, with flow control and
+        #: idle heartbeats every ``heartbeat`` seconds
+        self.push = push
+        self._heartbeat = heartbeat
         self._consumer: Consumer | None = None
         #: stream sequence of the last message handed out (0: none yet)
         self.stream_seq = 0
@@ -89,6 +96,10 @@ class OrderedConsumer:
         )
         if self._headers_only:
             cfg.headers_only = True
+        if self.push:
+            cfg.deliver_subject = self._js.client.new_inbox()
+            cfg.flow_control = True
+            cfg.idle_heartbeat = self._heartbeat
         if len(self.filter_subjects) == 1:
             cfg.filter_subject = self.filter_subjects[0]
         elif self.filter_subjects:
@@ -169,6 +180,10 @@ class OrderedConsumer:
         self.stream_seq = sseq
         return True
 
+    def _check_pull(self) -> None:
+        if self.push:
+            raise TypeError("a push-based ordered consumer is read with messages()")
+
     @property
     def consumer(self) -> Consumer | None:
         """The current underlying consumer (it changes on every reset)."""
@@ -196,7 +211,9 @@ class OrderedConsumer:
 
         Raises:
             TimeoutError: none within ``timeout`` seconds.
+            TypeError: a push-based ordered consumer (use ``messages()``).
         """
+        self._check_pull()
         while True:
             consumer = self._consumer or await self._recreate()
             try:
@@ -213,6 +230,7 @@ class OrderedConsumer:
 
     async def fetch(self, batch: int = 1, *, expires: float = 30.0) -> list[JsMsg]:
         """Up to ``batch`` messages in order (fewer when the request ends first)."""
+        self._check_pull()
         consumer = self._consumer or await self._recreate()
         out: list[JsMsg] = []
         for msg in await consumer.fetch(batch, expires=expires):
@@ -235,18 +253,22 @@ class OrderedStream:
     def __init__(self, oc: OrderedConsumer, opts: PullOptions) -> None:
         self._oc = oc
         self._opts = opts
-        self._inner: MessageStream | None = None
+        self._inner: MessageStream | PushStream | None = None
         self._broken = False
         self._closed = False
         self._started = False
         self._loop = oc._js.client._loop
 
-    def _open(self) -> MessageStream:
+    def _open(self) -> MessageStream | PushStream:
         inner = self._inner
         if inner is None:
-            assert self._oc._consumer is not None
-            opts = dataclasses.replace(self._opts)
-            inner = self._inner = MessageStream(self._oc._consumer, opts, self._on_error)
+            consumer = self._oc._consumer
+            assert consumer is not None
+            if consumer.is_push:
+                inner = self._inner = PushStream(consumer, error_cb=self._on_error)
+            else:
+                opts = dataclasses.replace(self._opts)
+                inner = self._inner = MessageStream(consumer, opts, self._on_error)
             inner._start()
         return inner
 

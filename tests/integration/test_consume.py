@@ -239,3 +239,27 @@ async def test_ordered_consumer_across_server_restart(nats_server: NatsServer) -
                     if len(got) == total:
                         break
         assert got == list(range(total))
+
+
+async def test_push_ordered_consumer(js: JetStream) -> None:
+    s = await js.create_stream(StreamConfig(name="PO", subjects=["po.*"]))
+    await publish_many(js, "po.a", 1500)
+    oc = await s.ordered_consumer(filter_subjects=["po.a"], push=True, heartbeat=0.5)
+    assert oc.consumer is not None and oc.consumer.is_push
+    got: list[int] = []
+    errors: list[BaseException] = []
+    oc._error_cb = errors.append
+    async with oc.messages() as it:
+        async for msg in it:
+            got.append(int(msg.data))
+            if len(got) == 1500:
+                # gone: missed heartbeats bring it back from the next sequence
+                await s.delete_consumer(oc.consumer.name)
+                await publish_many(js, "po.a", 1500, start=1500)
+            if len(got) == 3000:
+                break
+    assert got == list(range(3000))
+    assert oc.resets >= 1
+    assert any(isinstance(e, NoHeartbeatError) for e in errors)
+    with pytest.raises(TypeError):
+        await oc.next(timeout=1)
