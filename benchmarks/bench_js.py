@@ -7,7 +7,8 @@ Workloads (one embedded nats-server, memory storage):
 - fetch+ack: N stored messages pulled in batches of 100 and 500, each acked;
 - messages()+ack: N stored messages through continuous pull (nats-py: fetch loop);
 - ordered replay: N stored messages through an ordered consumer;
-- ack_sync: M messages acked with a confirmed ack, one after the other.
+- ack_sync: M messages acked with a confirmed ack, one after the other (bound by the
+  round-trip time to the server), and 100 at a time (bound by the client's own work).
 
 Run: ``.venv/bin/python -m benchmarks.bench_js [--count N] [--loop uvloop]``.
 """
@@ -125,7 +126,7 @@ class Ours:
                     break
         return time.perf_counter() - t0
 
-    async def ack_sync(self, n: int) -> float:
+    async def ack_sync(self, n: int, concurrent: int = 0) -> float:
         await self.fresh_stream(n)
         stream = await self.js.stream("BENCH")
         c = await stream.create_consumer(ConsumerConfig(durable_name="s", max_ack_pending=n + 1))
@@ -133,8 +134,12 @@ class Ours:
         while len(msgs) < n:
             msgs += await c.fetch(min(500, n - len(msgs)), expires=5)
         t0 = time.perf_counter()
-        for m in msgs:
-            await m.ack_sync()
+        if concurrent:
+            for i in range(0, n, concurrent):
+                await asyncio.gather(*(m.ack_sync() for m in msgs[i : i + concurrent]))
+        else:
+            for m in msgs:
+                await m.ack_sync()
         return time.perf_counter() - t0
 
 
@@ -218,7 +223,7 @@ class Theirs:
         await sub.unsubscribe()
         return el
 
-    async def ack_sync(self, n: int) -> float:
+    async def ack_sync(self, n: int, concurrent: int = 0) -> float:
         await self.fresh_stream(n)
         psub = await self.js.pull_subscribe(
             "bench", "s", config=NConsumerConfig(max_ack_pending=n + 1)
@@ -227,8 +232,12 @@ class Theirs:
         while len(msgs) < n:
             msgs += await psub.fetch(min(500, n - len(msgs)), timeout=5)
         t0 = time.perf_counter()
-        for m in msgs:
-            await m.ack_sync()
+        if concurrent:
+            for i in range(0, n, concurrent):
+                await asyncio.gather(*(m.ack_sync() for m in msgs[i : i + concurrent]))
+        else:
+            for m in msgs:
+                await m.ack_sync()
         el = time.perf_counter() - t0
         await psub.unsubscribe()
         return el
@@ -249,6 +258,7 @@ async def main_async(args: Any) -> list[Measurement]:
                     ("messages()+ack", n, lambda: impl.messages_ack(n)),
                     ("ordered replay", n, lambda: impl.ordered(n)),
                     ("ack_sync", n // 20, lambda: impl.ack_sync(n // 20)),
+                    ("ack_sync 100 at a time", n // 10, lambda: impl.ack_sync(n // 10, 100)),
                 ]
                 for label, ops, run in workloads:
                     if args.only and args.only not in label:

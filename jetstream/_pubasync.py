@@ -12,6 +12,8 @@ import asyncio
 from collections import deque
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from ._api_base import decode_response
 from ._api_stream import PubAck
 from .errors import JetStreamError, NoRespondersError, PublishWindowFullError
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncPublisher"]
 
 _Entry = tuple["asyncio.Future[PubAck]", float, str]
+_PUBACK = msgspec.json.Decoder(PubAck)
 
 
 class AsyncPublisher:
@@ -38,7 +41,9 @@ class AsyncPublisher:
         self.max_pending = max_pending
         self.timeout = timeout
         self._prefix = ""
+        self._reply_prefix = b""
         self._cut = 0
+        self._now = 0.0
         self._pending: dict[str, _Entry] = {}
         self._seq = 0
         self._room: deque[asyncio.Future[None]] = deque()
@@ -59,12 +64,41 @@ class AsyncPublisher:
             return
         nc = self._nc
         self._prefix = f"{nc._opts.inbox_prefix}.{next_nuid()}."
+        self._reply_prefix = self._prefix.encode()
         self._cut = len(self._prefix)
         self.subject = self._prefix + "*"
         sid = nc._new_sid()
         nc._register(sid, self)
         nc._send_sub(self.subject, sid, None)
         nc._loss_hooks.append(self._on_loss)
+
+    def try_publish(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        headers: HeadersLike | None,
+        timeout: float | None,
+    ) -> asyncio.Future[PubAck] | None:
+        """Publish now if the window has room (the future of its ack), else None."""
+        if len(self._pending) >= self.max_pending:
+            return None
+        if not self._prefix:
+            self._ensure_sub()
+        nc = self._nc
+        self._seq += 1
+        token = str(self._seq)
+        # The reply subject is ours (an inbox and a number): no validation needed.
+        hdr = encode_headers(headers) if headers else None
+        nc._publish_to_reply(subject, data, self._reply_prefix + token.encode(), hdr)
+        fut: asyncio.Future[PubAck] = nc._loop.create_future()
+        t = self.timeout if timeout is None else timeout
+        if self._timer is None:
+            self._now = nc._loop.time()
+            self._arm()
+        # Deadlines come from the sweep's clock (updated every sweep): a timeout is
+        # honoured within one sweep interval, and no clock is read per message.
+        self._pending[token] = (fut, self._now + t, subject)
+        return fut
 
     async def publish(
         self,
@@ -73,20 +107,13 @@ class AsyncPublisher:
         headers: HeadersLike | None,
         timeout: float | None,
     ) -> asyncio.Future[PubAck]:
-        t = self.timeout if timeout is None else timeout
-        if len(self._pending) >= self.max_pending:
-            await self._wait_room(t)
-        self._ensure_sub()
+        """Publish, waiting first for room in the window (see ``try_publish``)."""
+        while True:
+            fut = self.try_publish(subject, data, headers, timeout)
+            if fut is not None:
+                break
+            await self._wait_room(self.timeout if timeout is None else timeout)
         nc = self._nc
-        self._seq += 1
-        token = str(self._seq)
-        hdr = encode_headers(headers) if headers else None
-        nc._publish_nowait(subject, data, self._prefix + token, hdr)
-        loop = nc._loop
-        fut: asyncio.Future[PubAck] = loop.create_future()
-        self._pending[token] = (fut, loop.time() + t, subject)
-        if self._timer is None:
-            self._arm()
         conn = nc._conn
         if conn is not None and conn.write_paused:
             await nc._wait_writable()
@@ -105,10 +132,18 @@ class AsyncPublisher:
                 fut.set_exception(NoRespondersError(f"no stream answered a publish to {subject!r}"))
             else:
                 try:
-                    fut.set_result(decode_response(op.payload, PubAck, subject))
-                except JetStreamError as exc:
-                    fut.set_exception(exc)
-        self._resolved()
+                    ack = _PUBACK.decode(op.payload)
+                    if ack.error is not None:
+                        raise ack.error.exception(subject)
+                except (msgspec.DecodeError, JetStreamError):
+                    try:  # the slow path: error replies lack fields a PubAck needs
+                        fut.set_result(decode_response(op.payload, PubAck, subject))
+                    except JetStreamError as exc:
+                        fut.set_exception(exc)
+                else:
+                    fut.set_result(ack)
+        if self._room or not self._pending:
+            self._resolved()
 
     def _resolved(self) -> None:
         room = self._room
@@ -131,7 +166,7 @@ class AsyncPublisher:
 
     def _sweep(self) -> None:
         self._timer = None
-        now = self._nc._loop.time()
+        now = self._now = self._nc._loop.time()
         expired = [k for k, (_, deadline, _) in self._pending.items() if deadline <= now]
         for k in expired:
             fut, _, subject = self._pending.pop(k)

@@ -188,6 +188,40 @@ class Client(_ClientBase):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_cb)
 
+    def _publish_to_reply(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        reply: bytes,
+        hdr: bytes | None,
+    ) -> None:
+        """Buffer a message whose reply subject the client made itself (not validated)."""
+        if self._closed:
+            raise ConnectionClosedError(f"cannot publish to {subject!r}: the connection is closed")
+        pre = self._pub_prefixes.get(subject)
+        if pre is None:
+            pre = self._pub_prefix(subject)
+        wbuf = self._wbuf
+        size = len(data) if hdr is None else len(data) + len(hdr)
+        if size > self._fast_limit and (
+            size > self._max_payload
+            or (self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size)
+        ):
+            self._refuse(subject, size)
+        if hdr is None:
+            wbuf += b"%b%b %d\r\n" % (pre, reply, size)
+        else:
+            wbuf += b"H%b%b %d %d\r\n%b" % (pre, reply, len(hdr), size, hdr)
+        wbuf += data
+        wbuf += b"\r\n"
+        self._out_msgs += 1
+        self._out_bytes += size
+        if len(wbuf) >= FLUSH_THRESHOLD:
+            self._flush_now()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_cb)
+
     def _publish_reply(self, reply: str, body: bytes) -> None:
         """Buffer a small message to a subject the server gave us (an ack subject).
 

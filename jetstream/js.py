@@ -455,7 +455,15 @@ class JetStream(DeadLetters):
             expected_last_msg_id,
             ttl,
         )
-        return await self._publisher.publish(subject, data, h, timeout)
+        pub = self._publisher
+        # The common case without a coroutine of its own: room in the window, socket writable.
+        fut = pub.try_publish(subject, data, h, timeout)
+        if fut is None:
+            return await pub.publish(subject, data, h, timeout)
+        conn = self._nc._conn
+        if conn is not None and conn.write_paused:
+            await self._nc._wait_writable()
+        return fut
 
     async def publish_async_complete(self, timeout: float | None = None) -> None:
         """Wait until every ``publish_async`` future has resolved.
