@@ -22,13 +22,14 @@ from benchmarks._report import Measurement, arg_parser, race, report
 from jetstream.protocol.parser import Parser
 
 
-def msg_stream(count: int, size: int, *, headers: bool) -> bytes:
-    """``count`` MSG (or HMSG) ops with ``size``-byte payloads, as a server sends them."""
+def msg_stream(count: int, size: int, *, headers: bool, subjects: int = 100) -> bytes:
+    """``count`` MSG (or HMSG) ops with ``size``-byte payloads, as a server sends them,
+    on ``subjects`` different subjects (a wildcard subscription) or on one."""
     payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
     hdr = b"NATS/1.0\r\nNats-Msg-Id: 1234\r\n\r\n"
     out = bytearray()
     for i in range(count):
-        subject = b"orders.eu.%d" % (i % 100)
+        subject = b"orders.eu.%d" % (i % subjects)
         if headers:
             out += b"HMSG %s 7 _INBOX.abc.%d %d %d\r\n%s%s\r\n" % (
                 subject,
@@ -105,9 +106,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     big = 64 * 1024 * 1024
     workloads: list[tuple[str, int, list[bytes]]] = []
     for size, label in ((16, "16 B"), (1024, "1 KiB")):
+        stream = msg_stream(args.ops, size, headers=False, subjects=1)
+        workloads.append((f"MSG {label}, one subject", args.ops, chunked(stream, args.chunk)))
         for headers, op in ((False, "MSG"), (True, "HMSG")):
             stream = msg_stream(args.ops, size, headers=headers)
-            workloads.append((f"{op} {label}", args.ops, chunked(stream, args.chunk)))
+            workloads.append((f"{op} {label}, 100 subjects", args.ops, chunked(stream, args.chunk)))
     # One 64 MiB message fed in 64 KiB pieces: linear time, one copy.
     piece = bytes(64 * 1024)
     big_chunks = [b"MSG big 1 %d\r\n" % big, *([piece] * (big // len(piece))), b"\r\n"]

@@ -483,10 +483,15 @@ class Parser:
         end = first + count * stride
         ctl = lines[first:end:stride]
         payloads = lines[first + stride - 1 : end : stride]
-        if stride == 2 and ctl.count(ctl[0]) == count:
-            # A run of identical MSG control lines (one subject, sid, reply and size:
-            # a steady feed): parse the line once, as the op-by-op loop would.
-            done = self._same_line_run(head, ctl[0], payloads, count, ops)
+        if stride == 2:
+            if ctl.count(ctl[0]) == count:
+                # A run of identical MSG control lines (one subject, sid, reply and
+                # size: a steady feed): parse the line once, as the op-by-op loop would.
+                done = self._same_line_run(head, ctl[0], payloads, count, ops)
+            else:
+                # A few lines repeating (a wildcard subscription over some subjects):
+                # parse each distinct line once.
+                done = self._repeated_lines_run(ctl, payloads, count, ops)
             if done:
                 self._misses = 0
                 return pos + done
@@ -571,6 +576,41 @@ class Parser:
             )
         )
         return count * (len(line) + size + 4)
+
+    def _repeated_lines_run(
+        self, ctl: list[bytes], payloads: list[bytes], count: int, ops: list[Op]
+    ) -> int:
+        """Parse ``count`` MSG ops whose control lines repeat: each distinct line once.
+
+        Returns the bytes consumed, or 0 when the lines do not repeat enough to pay,
+        or one of them is not exactly what the op-by-op loop would accept.
+        """
+        distinct = set(ctl)
+        if len(distinct) * 4 > count:
+            return 0
+        table: dict[bytes, tuple[str, int, str | None, int]] = {}
+        max_line = self.max_control_line
+        max_payload = self.max_payload
+        for line in distinct:
+            f = line.split()
+            n = len(f)
+            if (
+                (n != 4 and n != 5)
+                or f[0] != b"MSG"
+                or not (f[2].isdigit() and f[-1].isdigit())
+                or len(line) > max_line
+            ):
+                return 0
+            size = int(f[-1])
+            if size > max_payload:
+                return 0
+            table[line] = (f[1].decode(), int(f[2]), f[3].decode() if n == 5 else None, size)
+        subjects, sids, replies, sizes = zip(*map(table.__getitem__, ctl), strict=True)
+        lens: list[int] = list(map(len, payloads))
+        if lens != list(sizes):
+            return 0
+        ops.extend(map(self._msg, subjects, sids, replies, payloads))
+        return sum(map(len, ctl)) + sum(lens) + 4 * count
 
     def _no_batch(self, pos: int) -> int:
         """A batch try failed: pause batch tries for a while (longer after each miss)."""

@@ -658,3 +658,32 @@ def test_runs_of_one_control_line_reject_what_the_loop_rejects(
     for feed in (feed_whole, feed_bytewise):
         with pytest.raises(ProtocolError):
             feed(data, Parser(**kwargs))
+
+
+def test_runs_of_a_few_repeating_control_lines() -> None:
+    """A wildcard subscription over a few subjects: each distinct line parsed once."""
+    data = b"".join(
+        b"MSG s.%d %d %s2\r\n%02d\r\n" % (i % 7, 1 + i % 3, b"r " if i % 2 else b"", i % 100)
+        for i in range(700)
+    )
+    whole = feed_whole(data)
+    assert len(whole) == 700
+    assert whole == feed_bytewise(data) == feed_chunks(data, 1000)
+    m = whole[3]
+    assert isinstance(m, Msg) and (m.subject, m.sid, m.reply, m.payload) == ("s.3", 1, "r", b"03")
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b"MSG s.1 1 2\r\nabc\r\n",  # a repeated line whose payload is longer
+        b"MSG s.1 1 9999999999\r\nab\r\n",  # a line over max_payload
+        b"MSG s.1 +1 2\r\nab\r\n",  # a signed sid
+    ],
+)
+def test_repeating_lines_reject_what_the_loop_rejects(odd: bytes) -> None:
+    good = b"".join(b"MSG s.%d 1 2\r\nab\r\n" % (i % 5) for i in range(60))
+    data = good + odd + good
+    for feed in (feed_whole, feed_bytewise):
+        with pytest.raises(ProtocolError):
+            feed(data, Parser(max_payload=1 << 20))
