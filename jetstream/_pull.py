@@ -21,12 +21,12 @@ bounded by one batch however slow the reader is.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
+from ._reader import ErrorCallback, MessageReader, report_to
 from .api import PullRequest, encode
 from .errors import (
     ConsumerDeletedError,
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ConsumeContext", "MessageStream", "PullOptions", "fetch"]
 
-ErrorCallback = Callable[[BaseException], Any]
 PIN_ID_HEADER = "Nats-Pin-Id"
 
 
@@ -339,7 +338,7 @@ async def fetch(consumer: Consumer, opts: PullOptions, via: JsMsg | None = None)
     return await _Fetch(consumer, opts, via).run()
 
 
-class MessageStream(_PullBase):
+class MessageStream(_PullBase, MessageReader):
     """Continuous pull consumption: an async iterator of ``JsMsg`` (``Consumer.messages``).
 
     Keeps its buffer topped up with pull requests at the threshold, watches the idle
@@ -490,15 +489,7 @@ class MessageStream(_PullBase):
             self._reset()
 
     def _report(self, exc: BaseException) -> None:
-        if self._error_cb is not None:
-            try:
-                res = self._error_cb(exc)
-                if inspect.isawaitable(res):
-                    self._nc._spawn(res)
-            except Exception as cb_exc:
-                self._nc._report_error(cb_exc)
-        else:
-            self._nc._report_error(exc)
+        report_to(self._nc, self._error_cb, exc)
 
     def _finish(self, error: BaseException | None) -> None:
         if self._retry_timer is not None:
@@ -512,10 +503,6 @@ class MessageStream(_PullBase):
         super()._finish(error)
 
     # -- the reader side -----------------------------------------------------------------
-
-    def __aiter__(self) -> Self:
-        self._start()
-        return self
 
     async def __anext__(self) -> JsMsg:
         buf = self._buf
@@ -541,23 +528,6 @@ class MessageStream(_PullBase):
             finally:
                 self._waiter = None
 
-    async def next(self, timeout: float | None = None) -> JsMsg:
-        """The next message, waiting at most ``timeout`` seconds.
-
-        Raises:
-            TimeoutError: nothing arrived in time.
-            StopAsyncIteration: the stream was stopped or drained.
-        """
-        from .errors import TimeoutError as NatsTimeoutError
-
-        try:
-            async with asyncio.timeout(timeout):
-                return await self.__anext__()
-        except TimeoutError as exc:
-            if isinstance(exc, NatsError):
-                raise
-            raise NatsTimeoutError(f"no message within {timeout}s") from None
-
     def stop(self) -> None:
         """Stop now: unsubscribe and drop what is buffered (it is redelivered after ack_wait)."""
         self._buf.clear()
@@ -572,13 +542,6 @@ class MessageStream(_PullBase):
     def pending(self) -> int:
         """Messages buffered and not yet taken by the reader."""
         return len(self._buf)
-
-    async def __aenter__(self) -> Self:
-        self._start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.stop()
 
 
 class ConsumeContext:

@@ -12,17 +12,15 @@ caught up, unless that answer is already held back for it.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections import deque
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
-from .errors import ConsumerDeletedError, NatsError, NoHeartbeatError
-from .errors import TimeoutError as NatsTimeoutError
+from ._reader import ErrorCallback, MessageReader, report_to
+from .errors import ConsumerDeletedError, NoHeartbeatError
 from .message import JsMsg
 from .protocol.headers import parse_headers
 
 if TYPE_CHECKING:
-    from ._pull import ErrorCallback
     from .consumer import Consumer
     from .protocol.ops import Msg as MsgOp
 
@@ -31,7 +29,7 @@ __all__ = ["PushStream"]
 _STALLED = "Nats-Consumer-Stalled"
 
 
-class PushStream:
+class PushStream(MessageReader):
     """Messages of a push consumer, as an async iterator (``Consumer.messages()``)."""
 
     def __init__(self, consumer: Consumer, *, error_cb: ErrorCallback | None = None) -> None:
@@ -128,21 +126,9 @@ class PushStream:
         self._timer = self._loop.call_later(self._hb, self._tick)
 
     def _report(self, exc: BaseException) -> None:
-        if self._error_cb is not None:
-            try:
-                res = self._error_cb(exc)
-                if inspect.isawaitable(res):
-                    self._nc._spawn(res)
-            except Exception as cb_exc:
-                self._nc._report_error(cb_exc)
-        else:
-            self._nc._report_error(exc)
+        report_to(self._nc, self._error_cb, exc)
 
     # -- reader side -------------------------------------------------------------------
-
-    def __aiter__(self) -> Self:
-        self._start()
-        return self
 
     async def __anext__(self) -> JsMsg:
         while True:
@@ -163,16 +149,6 @@ class PushStream:
                 await w
             finally:
                 self._waiter = None
-
-    async def next(self, timeout: float | None = None) -> JsMsg:
-        """The next message, waiting at most ``timeout`` seconds."""
-        try:
-            async with asyncio.timeout(timeout):
-                return await self.__anext__()
-        except TimeoutError as exc:
-            if isinstance(exc, NatsError):
-                raise
-            raise NatsTimeoutError(f"no message within {timeout}s") from None
 
     def _finish(self, error: BaseException | None) -> None:
         if self._closed:
@@ -207,10 +183,3 @@ class PushStream:
     @property
     def pending(self) -> int:
         return len(self._buf)
-
-    async def __aenter__(self) -> Self:
-        self._start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.stop()

@@ -11,7 +11,8 @@ import datetime as _dt
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ._pull import ConsumeContext, ErrorCallback, MessageStream, PullOptions, fetch
+from ._pull import ConsumeContext, MessageStream, PullOptions, fetch
+from ._reader import ErrorCallback
 from .api import ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
 from .errors import TimeoutError as NatsTimeoutError
 

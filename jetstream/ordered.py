@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as _dt
-import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from ._pull import MessageStream, PullOptions
 from ._push import PushStream
+from ._reader import MessageReader, report_to
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy
 from .consumer import Consumer
 from .errors import (
@@ -146,16 +146,7 @@ class OrderedConsumer:
                 attempt += 1
 
     def _report(self, exc: BaseException) -> None:
-        cb = self._error_cb
-        if cb is None:
-            self._js.client._report_error(exc)
-            return
-        try:
-            res = cb(exc)
-            if inspect.isawaitable(res):
-                self._js.client._spawn(res)
-        except Exception as cb_exc:
-            self._js.client._report_error(cb_exc)
+        report_to(self._js.client, self._error_cb, exc)
 
     def _accept(self, msg: JsMsg) -> bool:
         """True if ``msg`` is the next one in order (and records it).
@@ -247,7 +238,7 @@ class OrderedConsumer:
         return ConsumeContext(self.messages(**kw), handler)  # type: ignore[arg-type]
 
 
-class OrderedStream:
+class OrderedStream(MessageReader):
     """The iterator of ``OrderedConsumer.messages()``."""
 
     def __init__(self, oc: OrderedConsumer, opts: PullOptions) -> None:
@@ -291,10 +282,6 @@ class OrderedStream:
         if self._on_reconnect not in nc._reconnect_hooks:
             nc._reconnect_hooks.append(self._on_reconnect)
 
-    def __aiter__(self) -> Self:
-        self._start()
-        return self
-
     async def __anext__(self) -> JsMsg:
         if not self._started:
             self._start()
@@ -326,16 +313,6 @@ class OrderedStream:
         self._broken = False
         await self._oc._recreate()
 
-    async def next(self, timeout: float | None = None) -> JsMsg:
-        """The next message in order, waiting at most ``timeout`` seconds."""
-        try:
-            async with asyncio.timeout(timeout):
-                return await self.__anext__()
-        except TimeoutError as exc:
-            if isinstance(exc, NatsError):
-                raise
-            raise NatsTimeoutError(f"no message within {timeout}s") from None
-
     def stop(self) -> None:
         """Stop: unsubscribe; the iteration ends."""
         self._closed = True
@@ -350,10 +327,3 @@ class OrderedStream:
 
     def _report(self, exc: BaseException) -> None:
         self._oc._report(exc)
-
-    async def __aenter__(self) -> Self:
-        self._start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.stop()
