@@ -1,0 +1,110 @@
+"""The client through a misbehaving network (a proxy of our own in front of a real server)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+import jetstream
+from jetstream import ConsumerConfig, NoHeartbeatError, StreamConfig
+from jetstream.embedded import NatsServer
+from tests.faults.proxy import FaultProxy
+
+pytestmark = pytest.mark.asyncio
+
+FAST = {"reconnect_time_wait": 0.05, "reconnect_jitter": 0.02, "max_reconnect_attempts": -1}
+
+
+@pytest_asyncio.fixture
+async def proxy(nats_server: NatsServer) -> AsyncIterator[FaultProxy]:
+    async with FaultProxy(nats_server.port) as p:
+        yield p
+
+
+async def test_one_byte_fragments_both_ways(proxy: FaultProxy) -> None:
+    proxy.fragment = 1
+    async with jetstream.connect(proxy.url, **FAST) as nc:
+        sub = await nc.subscribe("frag.>")
+        await nc.flush()
+        for i in range(50):
+            await nc.publish(f"frag.{i}", b"x" * i, headers={"i": str(i)})
+        got = [await sub.next_msg(timeout=10) for _ in range(50)]
+        assert [(m.subject, m.data, m.headers["i"]) for m in got] == [
+            (f"frag.{i}", b"x" * i, str(i)) for i in range(50)
+        ]
+        js = nc.jetstream(timeout=10)
+        s = await js.create_stream(StreamConfig(name="F", subjects=["f"]))
+        for i in range(200):
+            await js.publish("f", str(i).encode(), msg_id=f"m{i}")
+        assert (await s.info()).state.messages == 200
+
+
+async def test_publishes_with_msg_ids_survive_connection_cuts(proxy: FaultProxy) -> None:
+    """Sync publishes with msg ids while every connection is cut every ~0.3 s: the client's
+    own retries store each exactly once and no error reaches the application."""
+    errors: list[BaseException] = []
+    async with jetstream.connect(proxy.url, error_cb=errors.append, **FAST) as nc:
+        js = nc.jetstream(timeout=2)
+        s = await js.create_stream(StreamConfig(name="CUT", subjects=["cut"]))
+        stop = asyncio.Event()
+
+        async def cutter() -> None:
+            while True:
+                await asyncio.sleep(0.3)
+                if stop.is_set():
+                    return
+                proxy.cut()
+
+        task = asyncio.create_task(cutter())
+        try:
+            n = 2000
+            for i in range(n):
+                await js.publish("cut", str(i).encode(), msg_id=f"id-{i}", retry_attempts=20)
+        finally:
+            stop.set()
+            await task
+        assert proxy.cuts >= 3
+        info = await s.info()
+        assert info.state.messages == n
+
+
+async def test_blackhole_during_pull_consumption(proxy: FaultProxy) -> None:
+    """A 3 s blackhole with 0.5 s heartbeats: a typed missed-heartbeat report, then the
+    consumption goes on; nothing received before the stall is lost."""
+    async with jetstream.connect(proxy.url, ping_interval=60, **FAST) as nc:
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="BH", subjects=["bh"]))
+        c = await s.create_consumer(ConsumerConfig(durable_name="bh", ack_wait=30))
+        for i in range(100):
+            await js.publish("bh", str(i).encode())
+        errors: list[BaseException] = []
+        seen: set[int] = set()
+        async with c.messages(
+            max_messages=20, expires=5, heartbeat=0.5, error_cb=errors.append
+        ) as it:
+            async for msg in it:
+                seen.add(int(msg.data))
+                await msg.ack()
+                if len(seen) == 50:
+                    break
+            proxy.blackhole = True
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            async with asyncio.timeout(10):
+                while not any(isinstance(e, NoHeartbeatError) for e in errors):
+                    await asyncio.sleep(0.05)
+            assert loop.time() - t0 < 5
+            await asyncio.sleep(max(0.0, 3.0 - (loop.time() - t0)))
+            proxy.blackhole = False
+            for i in range(100, 150):
+                await js.publish("bh", str(i).encode())
+            async with asyncio.timeout(30):
+                async for msg in it:
+                    seen.add(int(msg.data))
+                    await msg.ack()
+                    if len(seen) == 150:
+                        break
+        assert seen == set(range(150))
