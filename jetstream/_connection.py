@@ -27,7 +27,7 @@ from .errors import (
 from .errors import TimeoutError as NatsTimeoutError
 from .message import Msg
 from .protocol.commands import PING, PONG, encode_connect
-from .protocol.ops import Err, Info, Ok, Ping, Pong
+from .protocol.ops import Err, Info, Ok, Op, Ping, Pong
 from .protocol.parser import Parser
 
 if TYPE_CHECKING:
@@ -80,8 +80,13 @@ class _Connection(asyncio.Protocol):
         try:
             ops = self.parser.feed(data)
         except ProtocolError as exc:
+            # Hand over what came before the violation, then drop the socket.
+            self._dispatch(exc.ops)  # type: ignore[arg-type]
             self.fail(exc)
             return
+        self._dispatch(ops)
+
+    def _dispatch(self, ops: list[Op]) -> None:
         subs = self.subs
         msg_type = self.msg_type
         n = 0

@@ -10,9 +10,15 @@ socket. ``TimeoutError`` also subclasses the builtin ``TimeoutError`` (which is
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 __all__ = [
+    "KeyExistsError",
+    "KeyDeletedError",
+    "BucketNotFoundError",
+    "BucketExistsError",
+    "BadBucketError",
     "AccountResourcesExceededError",
     "AuthorizationError",
     "BadHeaderError",
@@ -81,7 +87,13 @@ class NatsError(Exception):
 
 
 class ProtocolError(NatsError):
-    """The server sent bytes that break the NATS protocol; fatal to that connection."""
+    """The server sent bytes that break the NATS protocol; fatal to that connection.
+
+    ``ops`` holds what the parser read from the same feed before the violation, so
+    that nothing the server delivered before it is lost.
+    """
+
+    ops: Sequence[object] = ()
 
 
 class ConnectionClosedError(NatsError):
@@ -365,3 +377,31 @@ class BadNameError(NatsError, ValueError):
 
 class PublishWindowFullError(JetStreamError):
     """``publish_async`` waited too long for room in its window of outstanding publishes."""
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key's latest revision (or the one asked for) is a delete or purge.
+
+    ``entry`` is that revision (a ``KeyValueEntry``), so its ``revision`` can be
+    used for a compare-and-set.
+    """
+
+    def __init__(self, message: str, entry: Any = None) -> None:
+        super().__init__(message)
+        self.entry = entry
+
+
+class KeyExistsError(KeyWrongLastSequenceError):
+    """``create`` found the key holding a value (its last operation was not a delete)."""
+
+
+class BucketNotFoundError(KeyValueError, StreamNotFoundError):
+    """There is no KeyValue bucket of that name (no ``KV_<bucket>`` stream)."""
+
+
+class BucketExistsError(KeyValueError, StreamNameInUseError):
+    """A bucket of that name exists with another configuration."""
+
+
+class BadBucketError(KeyValueError):
+    """The ``KV_<bucket>`` stream exists but is not laid out as a KeyValue bucket."""

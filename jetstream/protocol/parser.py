@@ -277,14 +277,17 @@ class Parser:
             if pos < len(data):
                 self._scan(data, pos, ops)
         except ProtocolError as exc:
+            exc.ops = ops  # what came before the violation in this feed is still good
             self._error = exc
             raise
         except UnicodeDecodeError as exc:
             err = ProtocolError(f"expected a UTF-8 subject or reply subject, got {_q(exc.object)}")
+            err.ops = ops
             self._error = err
             raise err from None
         except ValueError as exc:  # int() of an absurdly long digit string
             err = ProtocolError(f"malformed number in a control line: {exc}")
+            err.ops = ops
             self._error = err
             raise err from None
         return ops

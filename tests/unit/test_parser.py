@@ -687,3 +687,10 @@ def test_repeating_lines_reject_what_the_loop_rejects(odd: bytes) -> None:
     for feed in (feed_whole, feed_bytewise):
         with pytest.raises(ProtocolError):
             feed(data, Parser(max_payload=1 << 20))
+
+
+def test_protocol_error_carries_the_ops_before_it() -> None:
+    p = Parser()
+    with pytest.raises(ProtocolError) as exc:
+        p.feed(b"PING\r\nMSG a 1 2\r\nhi\r\nBOGUS\r\n")
+    assert exc.value.ops == [PING, Msg("a", 1, None, b"hi")]
