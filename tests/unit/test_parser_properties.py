@@ -314,3 +314,13 @@ def test_broken_runs_batch_and_loop_agree(run: list[Msg], data: st.DataObject) -
         stream[i] = data.draw(st.sampled_from(b" \t\r\n\x000123456789+_MSGH") | st.integers(0, 255))
     broken = bytes(stream)
     assert outcome(run_whole(broken)) == outcome(run_bytewise(broken))
+
+
+# --- (e) the stream fuzz of the fault suite: 10k streams, hostile and valid mixed ----
+
+
+@settings(max_examples=10_000, deadline=None)
+@given(mutated_streams() | st.binary(max_size=200), st.data())
+def test_stream_fuzz_10k(data: bytes, draw: st.DataObject) -> None:
+    """Ops or a ProtocolError, never another exception, never unbounded memory."""
+    feed_garbage(data, draw.draw(cuts_for(data)))
