@@ -108,3 +108,37 @@ async def test_blackhole_during_pull_consumption(proxy: FaultProxy) -> None:
                     if len(seen) == 150:
                         break
         assert seen == set(range(150))
+
+
+async def test_blackhole_found_by_pings_then_reconnect_on_heal(proxy: FaultProxy) -> None:
+    """Sockets open, nothing flows: 1 s pings find the dead link in about 3 s; after the
+    heal the client is back promptly and nothing queued meanwhile is lost."""
+    lost = asyncio.Event()
+    async with jetstream.connect(
+        proxy.url,
+        ping_interval=1.0,
+        max_outstanding_pings=2,
+        connect_timeout=1.0,
+        disconnected_cb=lost.set,
+        **FAST,
+    ) as nc:
+        sub = await nc.subscribe("bh.core")
+        await nc.flush()
+        loop = asyncio.get_running_loop()
+        proxy.blackhole = True
+        t0 = loop.time()
+        async with asyncio.timeout(10):
+            await lost.wait()
+        found = loop.time() - t0
+        assert 1.5 <= found <= 5.0, found
+        for i in range(20):  # buffered while disconnected
+            await nc.publish("bh.core", str(i).encode())
+        await asyncio.sleep(max(0.0, 5.0 - (loop.time() - t0)))
+        proxy.blackhole = False
+        healed = loop.time()
+        async with asyncio.timeout(10):
+            while not nc.is_connected:
+                await asyncio.sleep(0.01)
+        assert loop.time() - healed < 3.0
+        got = [int((await sub.next_msg(timeout=5)).data) for _ in range(20)]
+        assert got == list(range(20))
