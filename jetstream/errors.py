@@ -14,17 +14,15 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 __all__ = [
-    "KeyExistsError",
-    "KeyDeletedError",
-    "BucketNotFoundError",
-    "BucketExistsError",
-    "BadBucketError",
     "AccountResourcesExceededError",
     "AuthorizationError",
+    "BadBucketError",
     "BadHeaderError",
     "BadNameError",
     "BadRequestError",
     "BadSubjectError",
+    "BucketExistsError",
+    "BucketNotFoundError",
     "ConnectionClosedError",
     "ConsumerDeletedError",
     "ConsumerDoesNotExistError",
@@ -44,6 +42,8 @@ __all__ = [
     "JetStreamError",
     "JetStreamNotEnabledError",
     "JetStreamUnavailableError",
+    "KeyDeletedError",
+    "KeyExistsError",
     "KeyNotFoundError",
     "KeyValueError",
     "KeyWrongLastSequenceError",
@@ -58,8 +58,12 @@ __all__ = [
     "NoHeartbeatError",
     "NoRespondersError",
     "NoServersError",
+    "ObjectAlreadyExistsError",
+    "ObjectLinkError",
     "ObjectNotFoundError",
     "ObjectStoreError",
+    "ObjectStoreExistsError",
+    "ObjectStoreNotFoundError",
     "PermissionsError",
     "ProtocolError",
     "PublishWindowFullError",
@@ -405,3 +409,19 @@ class BucketExistsError(KeyValueError, StreamNameInUseError):
 
 class BadBucketError(KeyValueError):
     """The ``KV_<bucket>`` stream exists but is not laid out as a KeyValue bucket."""
+
+
+class ObjectAlreadyExistsError(ObjectStoreError):
+    """An object of that name exists (a rename or a link would overwrite it)."""
+
+
+class ObjectLinkError(ObjectStoreError, ValueError):
+    """A link cannot be made (to a deleted object or to a link) or followed (a bucket link)."""
+
+
+class ObjectStoreNotFoundError(ObjectStoreError, StreamNotFoundError):
+    """There is no object store bucket of that name (no ``OBJ_<bucket>`` stream)."""
+
+
+class ObjectStoreExistsError(ObjectStoreError, StreamNameInUseError):
+    """An object store bucket of that name exists with another configuration."""

@@ -38,6 +38,8 @@ from .errors import (
     StreamNotFoundError,
 )
 from .errors import TimeoutError as NatsTimeoutError
+from .kv.manager import KeyValueManager
+from .objectstore.manager import ObjectStoreManager
 from .protocol.headers import (
     NATS_EXPECTED_LAST_MSG_ID,
     NATS_EXPECTED_LAST_SEQUENCE,
@@ -91,7 +93,7 @@ def ttl_value(ttl: float | str) -> str:
     return f"{round(ttl * 1000)}ms"
 
 
-class JetStream(DeadLetters):
+class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
     """The JetStream context of a connection. Make it with ``nc.jetstream()``."""
 
     def __init__(

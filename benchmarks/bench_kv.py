@@ -1,0 +1,197 @@
+"""KeyValue benchmarks, jetstream and nats-py side by side in one process run.
+
+Workloads (one embedded nats-server, a memory-storage bucket):
+
+- put: N puts, each waiting for its PubAck;
+- get: N gets of distinct keys, one after the other (ours reads with a direct get,
+  nats-py through the JSON message-get API, its default);
+- watch: a watcher over a bucket of N keys, from its start until it reports that
+  every current value has been delivered (the up-to-date marker).
+
+Run: ``.venv/bin/python -m benchmarks.bench_kv [--count N] [--loop uvloop]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats
+from nats.js.api import KeyValueConfig as NKeyValueConfig
+from nats.js.api import StorageType as NStorageType
+
+import jetstream
+from benchmarks._report import Measurement, arg_parser, report
+from jetstream.api import StorageType
+from jetstream.embedded import NatsServer
+
+VALUE = b"v" * 64
+BUCKET = "BENCH"
+
+
+async def _best(run: Callable[[], Awaitable[float]], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        best = min(best, await run())
+    return best
+
+
+def _keys(n: int) -> list[str]:
+    return [f"k.{i}" for i in range(n)]
+
+
+class Ours:
+    name = "jetstream"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def __aenter__(self) -> Ours:
+        self.nc = await jetstream.connect(self.url)
+        self.js = self.nc.jetstream()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.nc.close()
+
+    async def fresh(self, n_keys: int) -> Any:
+        try:
+            await self.js.delete_key_value(BUCKET)
+        except jetstream.errors.BucketNotFoundError:
+            pass
+        kv = await self.js.create_key_value(bucket=BUCKET, storage=StorageType.MEMORY)
+        if n_keys:
+            futs = [await self.js.publish_async(f"$KV.{BUCKET}.{k}", VALUE) for k in _keys(n_keys)]
+            await asyncio.gather(*futs)
+        return kv
+
+    async def put(self, n: int) -> float:
+        kv = await self.fresh(0)
+        keys = _keys(n)
+        t0 = time.perf_counter()
+        for k in keys:
+            await kv.put(k, VALUE)
+        return time.perf_counter() - t0
+
+    async def get(self, n: int) -> float:
+        kv = await self.fresh(n)
+        keys = _keys(n)
+        t0 = time.perf_counter()
+        for k in keys:
+            await kv.get(k)
+        return time.perf_counter() - t0
+
+    async def watch(self, n: int) -> float:
+        kv = await self.fresh(n)
+        t0 = time.perf_counter()
+        got = 0
+        async with kv.watch_all() as w:
+            async for entry in w:
+                if entry is None:
+                    break
+                got += 1
+        assert got == n, got
+        return time.perf_counter() - t0
+
+
+class Theirs:
+    name = "nats-py"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def __aenter__(self) -> Theirs:
+        self.nc = await nats.connect(self.url)
+        self.js = self.nc.jetstream()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.nc.close()
+
+    async def fresh(self, n_keys: int) -> Any:
+        try:
+            await self.js.delete_key_value(BUCKET)
+        except Exception:
+            pass
+        kv = await self.js.create_key_value(
+            NKeyValueConfig(bucket=BUCKET, storage=NStorageType.MEMORY)
+        )
+        if n_keys:
+            for k in _keys(n_keys):
+                await self.js.publish_async(f"$KV.{BUCKET}.{k}", VALUE)
+            await self.js.publish_async_completed()
+        return kv
+
+    async def put(self, n: int) -> float:
+        kv = await self.fresh(0)
+        keys = _keys(n)
+        t0 = time.perf_counter()
+        for k in keys:
+            await kv.put(k, VALUE)
+        return time.perf_counter() - t0
+
+    async def get(self, n: int) -> float:
+        kv = await self.fresh(n)
+        keys = _keys(n)
+        t0 = time.perf_counter()
+        for k in keys:
+            await kv.get(k)
+        return time.perf_counter() - t0
+
+    async def watch(self, n: int) -> float:
+        kv = await self.fresh(n)
+        t0 = time.perf_counter()
+        got = 0
+        w = await kv.watchall()
+        async for entry in w:
+            if entry is None:
+                break
+            got += 1
+        await w.stop()
+        assert got == n, got
+        return time.perf_counter() - t0
+
+
+async def main_async(args: Any) -> list[Measurement]:
+    results: list[Measurement] = []
+    n = args.count
+    with NatsServer() as server:
+        for impl_cls in (Ours, Theirs):
+            async with impl_cls(server.url) as impl:
+                name = impl.name
+                workloads: list[tuple[str, int, Callable[[], Awaitable[float]]]] = [
+                    ("put", n, lambda: impl.put(n)),
+                    ("get", n, lambda: impl.get(n)),
+                    ("watch (until up to date)", n, lambda: impl.watch(n)),
+                ]
+                for label, ops, run in workloads:
+                    if args.only and args.only not in label:
+                        continue
+                    seconds = await _best(run, args.repeat)
+                    results.append(Measurement(label, name, seconds, ops))
+                    print(f"  {name:9s} {label:26s} {ops / seconds:12,.0f} ops/s", flush=True)
+    return results
+
+
+def main() -> None:
+    parser = arg_parser("KeyValue put, get and watch vs nats-py")
+    parser.add_argument("--count", type=int, default=20_000, help="keys per workload")
+    parser.add_argument("--only", default="", help="run only workloads whose name has this")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    args = parser.parse_args()
+    if args.loop == "uvloop":
+        import uvloop
+
+        results = uvloop.run(main_async(args))
+    else:
+        results = asyncio.run(main_async(args))
+    title = f"KeyValue ({args.loop} loop, best of {args.repeat})"
+    report(results, title=title, json_output=args.json)
+
+
+if __name__ == "__main__":
+    main()

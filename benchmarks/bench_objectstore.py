@@ -1,0 +1,257 @@
+"""Object store benchmarks, jetstream and nats-py side by side in one process run.
+
+Workloads (one embedded nats-server, file storage, 128 KiB chunks):
+
+- put 64 MiB: one object from bytes in memory;
+- get 64 MiB (bytes): the same object read back whole into bytes (nats-py grows its
+  result with ``bytes +=``, which copies everything read so far once per chunk);
+- get 64 MiB (stream): the chunks handed over one by one and dropped (ours: the
+  reader's ``async for``; nats-py: ``get(writeinto=...)``, one executor write per chunk);
+- with ``--big``: a 1 GiB object put from a file and read back into a file, with the
+  growth of the process's peak RSS during each (Linux: the peak is reset first).
+
+Run: ``.venv/bin/python -m benchmarks.bench_objectstore [--big] [--loop uvloop]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import gc
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+
+import jetstream
+from benchmarks._report import Measurement, arg_parser, report
+from jetstream.embedded import NatsServer
+
+MiB = 1024 * 1024
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def reset_peak() -> int:
+    """Reset the peak RSS to the current RSS (Linux); returns the baseline in bytes.
+
+    Freed heap is handed back to the system first (glibc ``malloc_trim``): memory the
+    process keeps from earlier workloads would otherwise hide any growth.
+    """
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return _status("VmHWM")
+    return _status("VmRSS")
+
+
+async def _best(run: Callable[[], Awaitable[float]], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        best = min(best, await run())
+    return best
+
+
+class Ours:
+    name = "jetstream"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def __aenter__(self) -> Ours:
+        self.nc = await jetstream.connect(self.url)
+        self.obs = await self.nc.jetstream().create_object_store(bucket="bench_ours")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.obs.destroy()
+        await self.nc.close()
+
+    async def put(self, data: bytes) -> float:
+        t = time.perf_counter()
+        await self.obs.put("obj", data)
+        return time.perf_counter() - t
+
+    async def get(self, size: int) -> float:
+        t = time.perf_counter()
+        got = await self.obs.get_bytes("obj")
+        elapsed = time.perf_counter() - t
+        assert len(got) == size
+        return elapsed
+
+    async def stream(self, size: int) -> float:
+        t = time.perf_counter()
+        n = 0
+        async with self.obs.get("obj") as reader:
+            async for chunk in reader:
+                n += len(chunk)
+        elapsed = time.perf_counter() - t
+        assert n == size
+        return elapsed
+
+    async def put_file(self, path: Path) -> float:
+        t = time.perf_counter()
+        await self.obs.put("big", path)
+        return time.perf_counter() - t
+
+    async def get_file(self, path: Path) -> float:
+        t = time.perf_counter()
+        await self.obs.get_file("big", path)
+        return time.perf_counter() - t
+
+
+class Theirs:
+    name = "nats-py"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def __aenter__(self) -> Theirs:
+        self.nc = await nats.connect(self.url)
+        self.js = self.nc.jetstream()
+        self.obs = await self.js.create_object_store("bench_theirs")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.js.delete_object_store("bench_theirs")
+        await self.nc.close()
+
+    async def put(self, data: bytes) -> float:
+        t = time.perf_counter()
+        await self.obs.put("obj", data)
+        return time.perf_counter() - t
+
+    async def get(self, size: int) -> float:
+        t = time.perf_counter()
+        res = await self.obs.get("obj")
+        elapsed = time.perf_counter() - t
+        assert len(res.data) == size
+        return elapsed
+
+    async def stream(self, size: int) -> float:
+        sink = _Sink()
+        t = time.perf_counter()
+        await self.obs.get("obj", writeinto=sink)  # type: ignore[arg-type]
+        elapsed = time.perf_counter() - t
+        assert sink.n == size
+        return elapsed
+
+    async def put_file(self, path: Path) -> float:
+        t = time.perf_counter()
+        with open(path, "rb") as f:  # noqa: ASYNC230
+            await self.obs.put("big", f)
+        return time.perf_counter() - t
+
+    async def get_file(self, path: Path) -> float:
+        t = time.perf_counter()
+        with open(path, "wb") as f:  # noqa: ASYNC230
+            await self.obs.get("big", writeinto=f)
+        return time.perf_counter() - t
+
+
+class _Sink:
+    """A writable that counts and drops what it is given (nats-py's ``writeinto``)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def write(self, data: bytes) -> int:
+        self.n += len(data)
+        return len(data)
+
+
+def _write_file(path: Path, size: int) -> None:
+    block = os.urandom(MiB)
+    with open(path, "wb") as f:
+        for i in range(size // MiB):
+            f.write(block[i:] + block[:i])
+
+
+async def main_async(args: Any) -> tuple[list[Measurement], list[str]]:
+    results: list[Measurement] = []
+    rss_lines: list[str] = []
+    size = args.size * MiB
+    data = os.urandom(size)
+    with NatsServer() as server, tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "src.bin"
+        if args.big:
+            _write_file(src, 1024 * MiB)
+        impls: list[Any] = [Ours(server.url)]
+        if not args.no_peer:
+            impls.append(Theirs(server.url))
+        for impl in impls:
+            async with impl:
+                name = impl.name
+                label = f"put {args.size} MiB"
+                secs = await _best(lambda i=impl: i.put(data), args.repeat)
+                results.append(Measurement(label, name, secs, 1, size))
+                print(f"  {name:9s} {label:18s} {size / secs / 1e6:8.1f} MB/s", flush=True)
+                label = f"get {args.size} MiB (bytes)"
+                reps = args.repeat if name == "jetstream" else max(1, min(args.repeat, 2))
+                secs = await _best(lambda i=impl: i.get(size), reps)
+                results.append(Measurement(label, name, secs, 1, size))
+                print(f"  {name:9s} {label:24s} {size / secs / 1e6:8.1f} MB/s", flush=True)
+                label = f"get {args.size} MiB (stream)"
+                secs = await _best(lambda i=impl: i.stream(size), args.repeat)
+                results.append(Measurement(label, name, secs, 1, size))
+                print(f"  {name:9s} {label:24s} {size / secs / 1e6:8.1f} MB/s", flush=True)
+                if args.big:
+                    big = 1024 * MiB
+                    out = Path(tmp) / f"out-{name}.bin"
+                    gc.collect()
+                    base = reset_peak()
+                    secs = await impl.put_file(src)
+                    grown = (_status("VmHWM") - base) / MiB
+                    results.append(Measurement("put 1 GiB (file)", name, secs, 1, big))
+                    rss_lines.append(f"{name:9s} put 1 GiB: peak RSS +{grown:.1f} MiB")
+                    print(f"  {name:9s} put 1 GiB {big / secs / 1e6:8.1f} MB/s", flush=True)
+                    gc.collect()
+                    base = reset_peak()
+                    secs = await impl.get_file(out)
+                    grown = (_status("VmHWM") - base) / MiB
+                    results.append(Measurement("get 1 GiB (file)", name, secs, 1, big))
+                    rss_lines.append(f"{name:9s} get 1 GiB: peak RSS +{grown:.1f} MiB")
+                    print(f"  {name:9s} get 1 GiB {big / secs / 1e6:8.1f} MB/s", flush=True)
+                    out.unlink()
+    return results, rss_lines
+
+
+def main() -> None:
+    parser = arg_parser("Object store put/get vs nats-py")
+    parser.add_argument("--size", type=int, default=64, help="object size in MiB")
+    parser.add_argument("--big", action="store_true", help="also a 1 GiB put/get with peak RSS")
+    parser.add_argument("--no-peer", action="store_true", help="skip nats-py")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    parser.set_defaults(repeat=3)
+    args = parser.parse_args()
+    if args.loop == "uvloop":
+        import uvloop
+
+        results, rss = uvloop.run(main_async(args))
+    else:
+        results, rss = asyncio.run(main_async(args))
+    title = f"Object store ({args.loop} loop, best of {args.repeat})"
+    report(results, title=title, json_output=args.json)
+    for line in rss:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

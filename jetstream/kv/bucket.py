@@ -1,0 +1,568 @@
+"""The KeyValue bucket: a ``KV_<bucket>`` stream read and written with the KV layout.
+
+The layout is the one every NATS client uses (ADR-8), so a bucket is shared
+between them:
+
+- the stream ``KV_<bucket>`` holds the subjects ``$KV.<bucket>.>``, keeps
+  ``history`` messages per subject, denies message deletes, allows rollups
+  and direct gets, and discards new messages when full;
+- a put publishes the value to ``$KV.<bucket>.<key>``; its stream sequence is
+  the revision;
+- a delete publishes an empty message with ``KV-Operation: DEL``, a purge one
+  with ``KV-Operation: PURGE`` and ``Nats-Rollup: sub`` (which removes the older
+  revisions of that key);
+- a read is a (direct) get of the last message on the key's subject.
+
+A mirrored bucket reads from its own stream but keeps the origin's subjects, so
+its keys are read under ``$KV.<origin>.`` and its writes go to the origin.
+Through a JetStream domain or API prefix, writes still go to the plain
+``$KV.<bucket>.<key>`` subject, as the other Python clients do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ..api import (
+    DiscardPolicy,
+    Placement,
+    RePublish,
+    StorageType,
+    StoreCompression,
+    StreamConfig,
+    StreamInfo,
+    StreamSource,
+    SubjectTransformConfig,
+)
+from ..errors import (
+    KeyDeletedError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    MessageNotFoundError,
+    WrongLastSequenceError,
+)
+from ..protocol.headers import NATS_ROLLUP
+from .entry import (
+    KV_OPERATION,
+    KeyValueEntry,
+    KeyValueOp,
+    operation_of,
+    validate_bucket,
+    validate_key,
+)
+from .watcher import KeyWatcher
+
+if TYPE_CHECKING:
+    from ..js import JetStream
+    from ..stream import Stream, StreamMsg
+
+__all__ = ["KeyValue", "KeyValueConfig", "KeyValueStatus"]
+
+STREAM_PREFIX = "KV_"
+SUBJECT_PREFIX = "$KV."
+MAX_HISTORY = 64
+_DEFAULT_DUPLICATE_WINDOW = 120.0
+_DEL_HEADERS = {KV_OPERATION: "DEL"}
+_PURGE_HEADERS = {KV_OPERATION: "PURGE", NATS_ROLLUP: "sub"}
+
+
+@dataclasses.dataclass(kw_only=True)
+class KeyValueConfig:
+    """A bucket's configuration (``js.create_key_value(...)`` takes the same keywords).
+
+    Attributes:
+        bucket: the name: letters, digits, ``_`` and ``-``.
+        description: free text.
+        max_value_size: the largest value in bytes (-1: the server's max payload).
+        history: revisions kept per key, 1 to 64.
+        ttl: seconds a revision lives (0: forever).
+        max_bytes: the bucket's size limit in bytes (-1: none); puts fail when full.
+        storage: file or memory.
+        replicas: copies in a cluster (1 to 5).
+        placement: cluster/tags for the replicas.
+        republish: republish every change to another subject.
+        mirror: make this bucket a read-only mirror of another bucket (``KV_`` is
+            added to the source name when missing).
+        sources: aggregate other buckets into this one (their keys are mapped into
+            this bucket's subjects).
+        compression: S2-compress the stored messages.
+        limit_marker_ttl: seconds the markers live that the server leaves when a limit
+            removes a key (server 2.11+); also enables per-key TTLs.
+        allow_msg_ttl: allow ``put(..., ttl=)`` / ``create(..., ttl=)`` (server 2.11+).
+        metadata: free key/value pairs stored with the bucket.
+    """
+
+    bucket: str
+    description: str = ""
+    max_value_size: int = -1
+    history: int = 1
+    ttl: float = 0.0
+    max_bytes: int = -1
+    storage: StorageType = StorageType.FILE
+    replicas: int = 1
+    placement: Placement | None = None
+    republish: RePublish | None = None
+    mirror: StreamSource | None = None
+    sources: Sequence[StreamSource] = ()
+    compression: bool = False
+    limit_marker_ttl: float = 0.0
+    allow_msg_ttl: bool = False
+    metadata: Mapping[str, str] | None = None
+
+    def to_stream_config(self) -> StreamConfig:
+        """The ``KV_<bucket>`` stream config this bucket config maps to.
+
+        Raises:
+            BadNameError: the bucket name is invalid.
+            ValueError: ``history`` is not 1..64, or a negative ttl.
+        """
+        validate_bucket(self.bucket)
+        history = self.history or 1
+        if not 1 <= history <= MAX_HISTORY:
+            raise ValueError(f"history must be 1 to {MAX_HISTORY}, not {history}")
+        if self.ttl < 0 or self.limit_marker_ttl < 0:
+            raise ValueError("ttl and limit_marker_ttl must not be negative")
+        dup = _DEFAULT_DUPLICATE_WINDOW
+        if 0 < self.ttl < dup:
+            dup = self.ttl
+        cfg = StreamConfig(
+            name=STREAM_PREFIX + self.bucket,
+            max_msgs_per_subject=history,
+            max_bytes=self.max_bytes or -1,
+            max_age=self.ttl,
+            max_msg_size=self.max_value_size or -1,
+            max_msgs=-1,
+            max_consumers=-1,
+            storage=self.storage,
+            num_replicas=self.replicas or 1,
+            allow_rollup_hdrs=True,
+            deny_delete=True,
+            allow_direct=True,
+            discard=DiscardPolicy.NEW,
+            duplicate_window=dup,
+            compression=StoreCompression.S2 if self.compression else StoreCompression.NONE,
+        )
+        if self.description:
+            cfg.description = self.description
+        if self.placement is not None:
+            cfg.placement = self.placement
+        if self.republish is not None:
+            cfg.republish = self.republish
+        if self.metadata:
+            cfg.metadata = dict(self.metadata)
+        if self.limit_marker_ttl > 0:
+            cfg.subject_delete_marker_ttl = self.limit_marker_ttl
+            cfg.allow_msg_ttl = True
+        elif self.allow_msg_ttl:
+            cfg.allow_msg_ttl = True
+        if self.mirror is not None:
+            mirror = _copy_source(self.mirror)
+            if not mirror.name.startswith(STREAM_PREFIX):
+                mirror.name = STREAM_PREFIX + mirror.name
+            cfg.mirror = mirror
+            cfg.mirror_direct = True
+        else:
+            cfg.subjects = [f"{SUBJECT_PREFIX}{self.bucket}.>"]
+            if self.sources:
+                cfg.sources = [self._source(s) for s in self.sources]
+        return cfg
+
+    def _source(self, source: StreamSource) -> StreamSource:
+        src = _copy_source(source)
+        if not src.name.startswith(STREAM_PREFIX):
+            src.name = STREAM_PREFIX + src.name
+        origin = src.name[len(STREAM_PREFIX) :]
+        if not src.subject_transforms and not src.filter_subject and origin != self.bucket:
+            # The source's keys land under this bucket's subjects.
+            src.subject_transforms = [
+                SubjectTransformConfig(
+                    src=f"{SUBJECT_PREFIX}{origin}.>", dest=f"{SUBJECT_PREFIX}{self.bucket}.>"
+                )
+            ]
+        return src
+
+    @classmethod
+    def from_stream_config(cls, cfg: StreamConfig) -> KeyValueConfig:
+        """The bucket config of a ``KV_<bucket>`` stream config."""
+        return cls(
+            bucket=cfg.name[len(STREAM_PREFIX) :],
+            description=cfg.description or "",
+            max_value_size=cfg.max_msg_size or -1,
+            history=cfg.max_msgs_per_subject or 1,
+            ttl=float(cfg.max_age or 0.0),
+            max_bytes=cfg.max_bytes or -1,
+            storage=cfg.storage,
+            replicas=cfg.num_replicas or 1,
+            placement=cfg.placement or None,
+            republish=cfg.republish or None,
+            mirror=cfg.mirror or None,
+            sources=list(cfg.sources or ()),
+            compression=cfg.compression == StoreCompression.S2,
+            limit_marker_ttl=float(cfg.subject_delete_marker_ttl or 0.0),
+            allow_msg_ttl=bool(cfg.allow_msg_ttl),
+            metadata=dict(cfg.metadata or {}),
+        )
+
+
+def _copy_source(source: StreamSource) -> StreamSource:
+    """A copy of a StreamSource (a msgspec Struct) that can be changed freely."""
+    return msgspec.structs.replace(source)
+
+
+class KeyValueStatus:
+    """A bucket's status: ``await kv.status()``.
+
+    Attributes:
+        bucket: the bucket's name.
+        values: revisions stored (every kept revision of every key, markers included).
+        history: revisions kept per key.
+        ttl: seconds a revision lives (0: forever).
+        bytes: bytes stored.
+        backing_store: always ``"JetStream"``.
+        is_compressed: the stream is S2-compressed.
+        limit_marker_ttl: seconds limit markers live (0: no markers).
+        metadata: the bucket's metadata.
+        stream_info: the ``KV_<bucket>`` stream's info.
+    """
+
+    backing_store = "JetStream"
+
+    def __init__(self, bucket: str, info: StreamInfo) -> None:
+        cfg = info.config
+        self.bucket = bucket
+        self.stream_info = info
+        self.values = info.state.messages
+        self.history = cfg.max_msgs_per_subject or 1
+        self.ttl = float(cfg.max_age or 0.0)
+        self.bytes = info.state.bytes
+        self.is_compressed = cfg.compression == StoreCompression.S2
+        self.limit_marker_ttl = float(cfg.subject_delete_marker_ttl or 0.0)
+        self.metadata = dict(cfg.metadata or {})
+
+    @property
+    def config(self) -> KeyValueConfig:
+        """The bucket config this status reflects."""
+        return KeyValueConfig.from_stream_config(self.stream_info.config)
+
+    def __repr__(self) -> str:
+        return f"<KeyValueStatus {self.bucket!r} values={self.values} bytes={self.bytes}>"
+
+
+class KeyValue:
+    """A handle on one bucket. Make it with ``js.create_key_value`` or ``js.key_value``."""
+
+    def __init__(self, js: JetStream, stream: Stream) -> None:
+        cfg = stream.cached_info.config
+        self._js = js
+        self._stream = stream
+        self.stream_name = cfg.name
+        self.bucket = cfg.name[len(STREAM_PREFIX) :]
+        origin = self.bucket
+        if cfg.mirror:
+            name = cfg.mirror.name
+            origin = name[len(STREAM_PREFIX) :] if name.startswith(STREAM_PREFIX) else name
+        #: subject prefix the keys are stored under (the origin's for a mirror)
+        self._pre = f"{SUBJECT_PREFIX}{origin}."
+        #: subject prefix writes go to
+        self._put_pre = self._pre
+        self._direct = bool(cfg.allow_direct or cfg.mirror_direct)
+
+    def __repr__(self) -> str:
+        return f"<KeyValue {self.bucket!r}>"
+
+    @property
+    def js(self) -> JetStream:
+        """The JetStream context this bucket uses."""
+        return self._js
+
+    @property
+    def stream(self) -> Stream:
+        """The handle of the backing ``KV_<bucket>`` stream."""
+        return self._stream
+
+    # -- reads --------------------------------------------------------------------------
+
+    def _entry(self, msg: StreamMsg) -> KeyValueEntry:
+        raw = msg.raw_headers
+        op = KeyValueOp.PUT
+        if raw is not None and (b"KV-Operation" in raw or b"Nats-Marker-Reason" in raw):
+            op = operation_of(msg.headers)
+        return KeyValueEntry(
+            self.bucket, msg.subject[len(self._pre) :], msg.data, msg.seq, msg.time, 0, op
+        )
+
+    async def get(self, key: str, *, revision: int | None = None) -> KeyValueEntry:
+        """The latest revision of ``key``, or the revision ``revision`` of it.
+
+        Reads with a direct get when the bucket allows it (the default for buckets
+        made by any NATS client), so any replica can answer without JSON.
+
+        Raises:
+            BadNameError: the key is invalid (nothing is sent).
+            KeyDeletedError: that revision is a delete or purge (a ``KeyNotFoundError``;
+                ``exc.entry`` is the revision).
+            KeyNotFoundError: no such key, or that revision is of another key.
+        """
+        validate_key(key)
+        subject = self._pre + key
+        try:
+            if revision is None:
+                msg = await self._stream.get_msg(last_by_subject=subject, direct=self._direct)
+            else:
+                msg = await self._stream.get_msg(revision, direct=self._direct)
+        except MessageNotFoundError:
+            where = "" if revision is None else f" at revision {revision}"
+            raise KeyNotFoundError(f"bucket {self.bucket!r}: no key {key!r}{where}") from None
+        if msg.subject != subject:
+            raise KeyNotFoundError(
+                f"bucket {self.bucket!r}: revision {revision} is not of key {key!r}"
+            )
+        entry = self._entry(msg)
+        if entry.operation is not KeyValueOp.PUT:
+            raise KeyDeletedError(
+                f"bucket {self.bucket!r}: key {key!r} was {entry.operation.value.lower()}d "
+                f"at revision {entry.revision}",
+                entry,
+            )
+        return entry
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def put(self, key: str, value: bytes, *, ttl: float | str | None = None) -> int:
+        """Store ``value`` as the new revision of ``key``; returns the revision.
+
+        Args:
+            ttl: seconds this revision lives (the bucket needs ``allow_msg_ttl`` or
+                ``limit_marker_ttl``; server 2.11+).
+
+        Raises:
+            BadNameError: the key is invalid (nothing is sent).
+            MessageSizeExceedsMaximumError: the value is larger than ``max_value_size``.
+        """
+        validate_key(key)
+        ack = await self._js.publish(self._put_pre + key, value, ttl=ttl)
+        return ack.seq
+
+    async def update(
+        self, key: str, value: bytes, last: int, *, ttl: float | str | None = None
+    ) -> int:
+        """Store ``value`` only if ``last`` is the key's latest revision (0: the key has
+        never been written or was purged away); returns the new revision.
+
+        Raises:
+            KeyWrongLastSequenceError: the key's latest revision is another one.
+        """
+        validate_key(key)
+        try:
+            ack = await self._js.publish(
+                self._put_pre + key, value, expected_last_subject_seq=last, ttl=ttl
+            )
+        except WrongLastSequenceError as exc:
+            if isinstance(exc, KeyWrongLastSequenceError):
+                raise
+            raise KeyWrongLastSequenceError(
+                exc.code,
+                exc.err_code,
+                f"bucket {self.bucket!r}: key {key!r} is not at revision {last}: {exc.description}",
+                request=exc.request,
+            ) from None
+        return ack.seq
+
+    async def create(self, key: str, value: bytes, *, ttl: float | str | None = None) -> int:
+        """Store ``value`` only if ``key`` holds no value: it was never written, or its
+        last operation was a delete or purge. Returns the revision.
+
+        Raises:
+            KeyExistsError: the key holds a value (a ``KeyWrongLastSequenceError``).
+        """
+        try:
+            return await self.update(key, value, 0, ttl=ttl)
+        except KeyWrongLastSequenceError as first:
+            try:
+                await self.get(key)
+            except KeyDeletedError as deleted:
+                try:
+                    return await self.update(key, value, deleted.entry.revision, ttl=ttl)
+                except KeyWrongLastSequenceError:
+                    pass  # someone else got there first
+            except KeyNotFoundError:
+                pass
+            raise KeyExistsError(
+                first.code,
+                first.err_code,
+                f"bucket {self.bucket!r}: key {key!r} exists",
+                request=first.request,
+            ) from None
+
+    async def delete(self, key: str, *, last: int | None = None) -> int:
+        """Mark ``key`` deleted (its history is kept); returns the revision of the marker.
+
+        Args:
+            last: only if this is the key's latest revision.
+
+        Raises:
+            KeyWrongLastSequenceError: ``last`` was given and is not the latest revision.
+        """
+        return await self._mark(key, _DEL_HEADERS, last, None)
+
+    async def purge(
+        self, key: str, *, last: int | None = None, ttl: float | str | None = None
+    ) -> int:
+        """Remove every revision of ``key``, leaving one purge marker; returns its revision.
+
+        Args:
+            last: only if this is the key's latest revision.
+            ttl: seconds the marker lives (needs per-key TTLs; server 2.11+).
+
+        Raises:
+            KeyWrongLastSequenceError: ``last`` was given and is not the latest revision.
+        """
+        return await self._mark(key, _PURGE_HEADERS, last, ttl)
+
+    async def _mark(
+        self, key: str, headers: dict[str, str], last: int | None, ttl: float | str | None
+    ) -> int:
+        validate_key(key)
+        try:
+            ack = await self._js.publish(
+                self._put_pre + key,
+                b"",
+                headers=headers,
+                expected_last_subject_seq=last,
+                ttl=ttl,
+            )
+        except WrongLastSequenceError as exc:
+            if isinstance(exc, KeyWrongLastSequenceError):
+                raise
+            raise KeyWrongLastSequenceError(
+                exc.code,
+                exc.err_code,
+                f"bucket {self.bucket!r}: key {key!r} is not at revision {last}: {exc.description}",
+                request=exc.request,
+            ) from None
+        return ack.seq
+
+    async def purge_deletes(self, *, older_than: float = 1800.0) -> int:
+        """Remove the delete and purge markers (and what is left behind them).
+
+        Markers younger than ``older_than`` seconds are kept (only the revisions before
+        them go); ``older_than <= 0`` removes every marker. Returns how many keys were
+        cleaned.
+        """
+        marked: list[KeyValueEntry] = []
+        async with self.watch_all(meta_only=True) as w:
+            async for entry in w:
+                if entry is None:
+                    break
+                if entry.operation is not KeyValueOp.PUT:
+                    marked.append(entry)
+        now = _dt.datetime.now(_dt.UTC)
+        for entry in marked:
+            keep = None
+            if older_than > 0 and (now - entry.created).total_seconds() < older_than:
+                keep = 1
+            await self._stream.purge(filter=self._pre + entry.key, keep=keep)
+        return len(marked)
+
+    # -- listing and watching -----------------------------------------------------------
+
+    def watch(
+        self,
+        keys: str | Sequence[str] = ">",
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+        resume_from_revision: int | None = None,
+    ) -> KeyWatcher:
+        """Watch keys matching ``keys`` (``*`` and ``>`` wildcards; several filters go to
+        the server as the consumer's ``filter_subjects``). See ``KeyWatcher`` for how it
+        tells that the current values have all been delivered.
+
+        Args:
+            include_history: deliver every kept revision first, not just the latest.
+            ignore_deletes: skip delete and purge revisions.
+            meta_only: values are left out (the server sends headers only).
+            updates_only: deliver only changes made after the watch starts.
+            resume_from_revision: start from this revision (e.g. the last one seen + 1).
+
+        Use it as ``async with kv.watch("a.>") as w: async for entry in w: ...``.
+        """
+        filters = [keys] if isinstance(keys, str) else list(keys)
+        return KeyWatcher(
+            self,
+            filters,
+            include_history=include_history,
+            ignore_deletes=ignore_deletes,
+            meta_only=meta_only,
+            updates_only=updates_only,
+            resume_from_revision=resume_from_revision,
+        )
+
+    def watch_all(
+        self,
+        *,
+        include_history: bool = False,
+        ignore_deletes: bool = False,
+        meta_only: bool = False,
+        updates_only: bool = False,
+        resume_from_revision: int | None = None,
+    ) -> KeyWatcher:
+        """Watch every key of the bucket (``watch(">")``)."""
+        return self.watch(
+            ">",
+            include_history=include_history,
+            ignore_deletes=ignore_deletes,
+            meta_only=meta_only,
+            updates_only=updates_only,
+            resume_from_revision=resume_from_revision,
+        )
+
+    async def list_keys(self, *filters: str) -> AsyncIterator[str]:
+        """Every key holding a value (optionally matching ``filters``), one at a time.
+
+        The filtering is done by the server; values are not transferred.
+        """
+        async with self.watch(filters or ">", ignore_deletes=True, meta_only=True) as w:
+            async for entry in w:
+                if entry is None:
+                    return
+                yield entry.key
+
+    async def keys(self, *filters: str) -> list[str]:
+        """The keys holding a value (optionally matching ``filters``); ``[]`` when none."""
+        return [k async for k in self.list_keys(*filters)]
+
+    async def history(self, key: str) -> list[KeyValueEntry]:
+        """Every kept revision of ``key``, oldest first (deletes and purges included).
+
+        Raises:
+            KeyNotFoundError: the key has no revision at all.
+        """
+        validate_key(key)
+        out: list[KeyValueEntry] = []
+        async with self.watch(key, include_history=True) as w:
+            async for entry in w:
+                if entry is None:
+                    break
+                out.append(entry)
+        if not out:
+            raise KeyNotFoundError(f"bucket {self.bucket!r}: no key {key!r}")
+        return out
+
+    # -- the bucket ---------------------------------------------------------------------
+
+    async def status(self) -> KeyValueStatus:
+        """The bucket's status (a fresh stream info)."""
+        return KeyValueStatus(self.bucket, await self._stream.info())
+
+    async def destroy(self) -> bool:
+        """Delete the bucket and everything in it."""
+        return await self._js.delete_stream(self.stream_name)
