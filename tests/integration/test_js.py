@@ -59,7 +59,10 @@ async def test_stream_lifecycle_like_the_seed(nc: Client, js: JetStream) -> None
         await nc.publish("mystream.a", b"")
     await nc.flush()
     assert await js.find_stream("mystream.A") == "mystream"
-    info = await stream.info()
+    # core publishes are stored asynchronously after the server got them: wait for it
+    async with asyncio.timeout(10):
+        while (info := await stream.info()).state.messages < 100:
+            await asyncio.sleep(0.02)
     assert info.state.messages == 100
     info.config.description = "updated"
     info.config.max_msgs = 1000
