@@ -30,10 +30,20 @@ import argparse
 import gc
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
 
-__all__ = ["Measurement", "arg_parser", "best_of", "format_table", "race", "report"]
+__all__ = [
+    "Measurement",
+    "arg_parser",
+    "best_of",
+    "best_of_async",
+    "format_table",
+    "race",
+    "report",
+    "run_on_loop",
+]
 
 OURS = "jetstream"
 BASELINE = "nats-py"
@@ -179,3 +189,26 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print JSON lines, not a table")
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (best kept)")
     return parser
+
+
+T = TypeVar("T")
+
+
+async def best_of_async(run: Callable[[], Awaitable[float]], repeat: int) -> float:
+    """The shortest of ``repeat`` runs of an async workload that times itself (seconds)."""
+    best = float("inf")
+    for _ in range(max(1, repeat)):
+        gc.collect()
+        best = min(best, await run())
+    return best
+
+
+def run_on_loop(coro: Coroutine[Any, Any, T], loop: str) -> T:
+    """Run ``coro`` on the default asyncio loop or, with ``loop="uvloop"``, on uvloop."""
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(coro)
+    import asyncio
+
+    return asyncio.run(coro)

@@ -14,27 +14,17 @@ Run: ``.venv/bin/python -m benchmarks.bench_core [--count N] [--loop uvloop]``.
 from __future__ import annotations
 
 import asyncio
-import gc
 import statistics
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
 
 import jetstream
-from benchmarks._report import Measurement, arg_parser, report
+from benchmarks._report import Measurement, arg_parser, best_of_async, report, run_on_loop
 from jetstream.embedded import NatsServer
 
 BIG = 1 << 30
-
-
-async def _best(run: Callable[[], Awaitable[float]], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        best = min(best, await run())
-    return best
 
 
 # ----------------------------------------------------------------------------- publish
@@ -170,13 +160,13 @@ async def main_async(args: Any) -> list[Measurement]:
         for size, label in ((16, "16 B"), (1024, "1 KiB")):
             payload = b"x" * size
             for impl, fn in (("jetstream", pub_ours), ("nats-py", pub_natspy)):
-                s = await _best(lambda fn=fn, p=payload: fn(url, n, p), args.repeat)
+                s = await best_of_async(lambda fn=fn, p=payload: fn(url, n, p), args.repeat)
                 results.append(Measurement(f"publish {label}", impl, s, n, n * size))
         for size, label in ((16, "16 B"), (1024, "1 KiB")):
             payload = b"x" * size
             m = n // 4
             for impl, fn in (("jetstream", pubsub_ours), ("nats-py", pubsub_natspy)):
-                s = await _best(lambda fn=fn, m=m, p=payload: fn(url, m, p), args.repeat)
+                s = await best_of_async(lambda fn=fn, m=m, p=payload: fn(url, m, p), args.repeat)
                 results.append(Measurement(f"pub->sub {label}", impl, s, m, m * size))
         k = args.requests
         for impl, rfn in (("jetstream", req_ours), ("nats-py", req_natspy)):
@@ -198,12 +188,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=5000, help="requests for latency")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = parser.parse_args()
-    if args.loop == "uvloop":
-        import uvloop
-
-        results = uvloop.run(main_async(args))
-    else:
-        results = asyncio.run(main_async(args))
+    results = run_on_loop(main_async(args), args.loop)
     report(
         results, title=f"core NATS ({args.loop} loop, best of {args.repeat})", json_output=args.json
     )

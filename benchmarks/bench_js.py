@@ -16,7 +16,6 @@ Run: ``.venv/bin/python -m benchmarks.bench_js [--count N] [--loop uvloop]``.
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,20 +27,12 @@ from nats.js.api import StorageType as NStorageType
 from nats.js.api import StreamConfig as NStreamConfig
 
 import jetstream
-from benchmarks._report import Measurement, arg_parser, report
+from benchmarks._report import Measurement, arg_parser, best_of_async, report, run_on_loop
 from jetstream import ConsumerConfig, StreamConfig
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
 
 PAYLOAD = b"x" * 128
-
-
-async def _best(run: Callable[[], Awaitable[float]], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        best = min(best, await run())
-    return best
 
 
 class Ours:
@@ -263,7 +254,7 @@ async def main_async(args: Any) -> list[Measurement]:
                 for label, ops, run in workloads:
                     if args.only and args.only not in label:
                         continue
-                    seconds = await _best(run, args.repeat)
+                    seconds = await best_of_async(run, args.repeat)
                     results.append(Measurement(label, name, seconds, ops))
                     print(f"  {name:9s} {label:22s} {ops / seconds:12,.0f} msg/s", flush=True)
     return results
@@ -275,12 +266,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="run only workloads whose name has this")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = parser.parse_args()
-    if args.loop == "uvloop":
-        import uvloop
-
-        results = uvloop.run(main_async(args))
-    else:
-        results = asyncio.run(main_async(args))
+    results = run_on_loop(main_async(args), args.loop)
     title = f"JetStream ({args.loop} loop, best of {args.repeat})"
     report(results, title=title, json_output=args.json)
 

@@ -14,7 +14,6 @@ Run: ``.venv/bin/python -m benchmarks.bench_kv [--count N] [--loop uvloop]``.
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,20 +23,12 @@ from nats.js.api import KeyValueConfig as NKeyValueConfig
 from nats.js.api import StorageType as NStorageType
 
 import jetstream
-from benchmarks._report import Measurement, arg_parser, report
+from benchmarks._report import Measurement, arg_parser, best_of_async, report, run_on_loop
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
 
 VALUE = b"v" * 64
 BUCKET = "BENCH"
-
-
-async def _best(run: Callable[[], Awaitable[float]], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        best = min(best, await run())
-    return best
 
 
 def _keys(n: int) -> list[str]:
@@ -171,7 +162,7 @@ async def main_async(args: Any) -> list[Measurement]:
                 for label, ops, run in workloads:
                     if args.only and args.only not in label:
                         continue
-                    seconds = await _best(run, args.repeat)
+                    seconds = await best_of_async(run, args.repeat)
                     results.append(Measurement(label, name, seconds, ops))
                     print(f"  {name:9s} {label:26s} {ops / seconds:12,.0f} ops/s", flush=True)
     return results
@@ -183,12 +174,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="run only workloads whose name has this")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = parser.parse_args()
-    if args.loop == "uvloop":
-        import uvloop
-
-        results = uvloop.run(main_async(args))
-    else:
-        results = asyncio.run(main_async(args))
+    results = run_on_loop(main_async(args), args.loop)
     title = f"KeyValue ({args.loop} loop, best of {args.repeat})"
     report(results, title=title, json_output=args.json)
 

@@ -15,20 +15,18 @@ Run: ``.venv/bin/python -m benchmarks.bench_objectstore [--big] [--loop uvloop]`
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import gc
 import os
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import nats
 
 import jetstream
-from benchmarks._report import Measurement, arg_parser, report
+from benchmarks._report import Measurement, arg_parser, best_of_async, report, run_on_loop
 from jetstream.embedded import NatsServer
 
 MiB = 1024 * 1024
@@ -59,14 +57,6 @@ def reset_peak() -> int:
     except OSError:
         return _status("VmHWM")
     return _status("VmRSS")
-
-
-async def _best(run: Callable[[], Awaitable[float]], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        best = min(best, await run())
-    return best
 
 
 class Ours:
@@ -200,16 +190,16 @@ async def main_async(args: Any) -> tuple[list[Measurement], list[str]]:
             async with impl:
                 name = impl.name
                 label = f"put {args.size} MiB"
-                secs = await _best(lambda i=impl: i.put(data), args.repeat)
+                secs = await best_of_async(lambda i=impl: i.put(data), args.repeat)
                 results.append(Measurement(label, name, secs, 1, size))
                 print(f"  {name:9s} {label:18s} {size / secs / 1e6:8.1f} MB/s", flush=True)
                 label = f"get {args.size} MiB (bytes)"
                 reps = args.repeat if name == "jetstream" else max(1, min(args.repeat, 2))
-                secs = await _best(lambda i=impl: i.get(size), reps)
+                secs = await best_of_async(lambda i=impl: i.get(size), reps)
                 results.append(Measurement(label, name, secs, 1, size))
                 print(f"  {name:9s} {label:24s} {size / secs / 1e6:8.1f} MB/s", flush=True)
                 label = f"get {args.size} MiB (stream)"
-                secs = await _best(lambda i=impl: i.stream(size), args.repeat)
+                secs = await best_of_async(lambda i=impl: i.stream(size), args.repeat)
                 results.append(Measurement(label, name, secs, 1, size))
                 print(f"  {name:9s} {label:24s} {size / secs / 1e6:8.1f} MB/s", flush=True)
                 if args.big:
@@ -241,12 +231,7 @@ def main() -> None:
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     parser.set_defaults(repeat=3)
     args = parser.parse_args()
-    if args.loop == "uvloop":
-        import uvloop
-
-        results, rss = uvloop.run(main_async(args))
-    else:
-        results, rss = asyncio.run(main_async(args))
+    results, rss = run_on_loop(main_async(args), args.loop)
     title = f"Object store ({args.loop} loop, best of {args.repeat})"
     report(results, title=title, json_output=args.json)
     for line in rss:
