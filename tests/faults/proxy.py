@@ -7,6 +7,8 @@ turned while connections are open:
 - ``fragment``: forward in pieces of this many bytes (1: byte by byte);
 - ``throttle``: bytes per second, both directions;
 - ``blackhole``: stop forwarding while keeping the sockets open;
+- ``drop``: a function deciding, for each server->client MSG/HMSG op (its control line),
+  whether to drop it; the stream is cut at op boundaries for that;
 - ``cut(rst=True)``: drop every connection, with an RST (or a FIN).
 """
 
@@ -16,6 +18,7 @@ import asyncio
 import contextlib
 import socket
 import struct
+from collections.abc import Callable
 from typing import Self
 
 __all__ = ["FaultProxy"]
@@ -39,6 +42,9 @@ class FaultProxy:
         self.fragment = 0
         self.throttle = 0
         self.blackhole = False
+        self.drop: Callable[[bytes], bool] | None = None
+        self.dropped = 0
+        self.forwarded_msgs = 0
         self.port = 0
         self.cuts = 0
         self.connections = 0
@@ -65,7 +71,7 @@ class FaultProxy:
         self._links.add(link)
         link.tasks = [
             asyncio.create_task(self._pump(reader, swriter, link)),
-            asyncio.create_task(self._pump(sreader, writer, link)),
+            asyncio.create_task(self._pump(sreader, writer, link, from_server=True)),
         ]
         await asyncio.gather(*link.tasks, return_exceptions=True)
         self._links.discard(link)
@@ -73,13 +79,21 @@ class FaultProxy:
             w.close()
 
     async def _pump(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        link: _Link,
+        *,
+        from_server: bool = False,
     ) -> None:
+        pending = b""
         try:
             while True:
                 data = await reader.read(65536)
                 if not data:
                     break
+                if from_server and self.drop is not None:
+                    data, pending = self._filter(pending + data)
                 while self.blackhole:
                     await asyncio.sleep(0.01)
                 if self.latency:
@@ -97,6 +111,30 @@ class FaultProxy:
             for t in link.tasks:
                 if t is not asyncio.current_task():
                     t.cancel()
+
+    def _filter(self, buf: bytes) -> tuple[bytes, bytes]:
+        """Split ``buf`` into whole ops, drop the MSG/HMSG ops ``drop`` picks; return what
+        to forward and the incomplete tail."""
+        out = bytearray()
+        pos = 0
+        while True:
+            end = buf.find(b"\r\n", pos)
+            if end < 0:
+                break
+            line = buf[pos:end]
+            stop = end + 2
+            if line.startswith((b"MSG ", b"HMSG ")):
+                stop = end + 2 + int(line.split()[-1]) + 2
+                if stop > len(buf):
+                    break
+                if self.drop is not None and self.drop(line):
+                    self.dropped += 1
+                    pos = stop
+                    continue
+                self.forwarded_msgs += 1
+            out += buf[pos:stop]
+            pos = stop
+        return bytes(out), buf[pos:]
 
     def cut(self, *, rst: bool = True) -> int:
         """Drop every open connection (RST by default); returns how many."""
