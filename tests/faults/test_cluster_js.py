@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 import jetstream
-from jetstream import PubAck, StreamConfig
+from jetstream import ConsumerConfig, PubAck, StreamConfig
 from jetstream.embedded import NatsCluster
 
 pytestmark = pytest.mark.asyncio
@@ -78,3 +78,57 @@ async def test_r3_leader_killed_during_publish_async(cluster: NatsCluster) -> No
         seqs = sorted(a.seq for a in acked.values())
         assert len(set(seqs)) == N
     await asyncio.to_thread(cluster.restart, leader)
+
+
+async def test_consume_survives_the_consumer_leader_killed(cluster: NatsCluster) -> None:
+    total = 3000
+    errors: list[BaseException] = []
+    async with jetstream.connect(
+        cluster.urls, reconnect_time_wait=0.1, max_reconnect_attempts=-1, connect_timeout=2
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        stream = await js.create_stream(
+            StreamConfig(name="R3C", subjects=["r3c"], num_replicas=3, duplicate_window=300)
+        )
+
+        async def publish(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                for _ in range(100):  # across an election: retried with the same msg id
+                    try:
+                        await js.publish("r3c", b"%d" % i, msg_id=f"c-{i}", retry_attempts=5)
+                        break
+                    except jetstream.NatsError:
+                        await asyncio.sleep(0.1)
+                else:
+                    raise AssertionError(f"publish {i} never acked")
+
+        await publish(0, total // 2)
+        consumer = await stream.create_consumer(
+            ConsumerConfig(durable_name="w", num_replicas=3, ack_wait=5)
+        )
+        seen: set[int] = set()
+        done = asyncio.Event()
+
+        async def handler(msg: jetstream.JsMsg) -> None:
+            seen.add(int(msg.data))
+            await msg.ack()
+            if len(seen) == total:
+                done.set()
+
+        async with await consumer.consume(
+            handler, max_messages=100, expires=2, heartbeat=0.5, error_cb=errors.append
+        ):
+            async with asyncio.timeout(30):
+                while len(seen) < total // 4:
+                    await asyncio.sleep(0.05)
+            info = await consumer.info()
+            assert info.cluster is not None and info.cluster.leader
+            victim = next(
+                i for i, s in enumerate(cluster.servers) if s.server_name == info.cluster.leader
+            )
+            await asyncio.to_thread(cluster.kill, victim)
+            await publish(total // 2, total)
+            async with asyncio.timeout(90):
+                await done.wait()
+        assert seen == set(range(total))
+    await asyncio.to_thread(cluster.restart, victim)
