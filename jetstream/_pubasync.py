@@ -85,11 +85,11 @@ class AsyncPublisher:
         if not self._prefix:
             self._ensure_sub()
         nc = self._nc
-        self._seq += 1
-        token = str(self._seq)
+        seq = self._seq = self._seq + 1
         # The reply subject is ours (an inbox and a number): no validation needed.
         hdr = encode_headers(headers) if headers else None
-        nc._publish_to_reply(subject, data, self._reply_prefix + token.encode(), hdr)
+        nc._publish_to_reply(subject, data, b"%b%d" % (self._reply_prefix, seq), hdr)
+        token = str(seq)
         fut: asyncio.Future[PubAck] = nc._loop.create_future()
         t = self.timeout if timeout is None else timeout
         if self._timer is None:

@@ -448,14 +448,23 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
         error, ``TimeoutError`` after ``timeout``, ``DisconnectedError`` when the
         connection is lost, or ``ConnectionClosedError`` on close.
         """
-        h = self._publish_headers(
-            headers,
-            msg_id,
-            expected_stream,
-            expected_last_seq,
-            expected_last_subject_seq,
-            expected_last_msg_id,
-            ttl,
+        h = (
+            self._publish_headers(
+                headers,
+                msg_id,
+                expected_stream,
+                expected_last_seq,
+                expected_last_subject_seq,
+                expected_last_msg_id,
+                ttl,
+            )
+            if msg_id is not None
+            or ttl is not None
+            or expected_stream is not None
+            or expected_last_seq is not None
+            or expected_last_subject_seq is not None
+            or expected_last_msg_id is not None
+            else headers
         )
         pub = self._publisher
         # The common case without a coroutine of its own: room in the window, socket writable.
