@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test lint types unit bench clean
+.PHONY: demo test lint types unit bench soak faults-report clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,17 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
 
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks.bench_parser
+	$(BIN)/python -m benchmarks.bench_core
+	$(BIN)/python -m benchmarks.bench_js
+
+# Not part of `make test`: ten minutes of cuts and blackholes, then leak checks.
+soak: $(STAMP)
+	$(BIN)/python -m tests.faults.soak --seconds 600
+
+# The fault-suite timing figures against their bars (reported, never asserted).
+faults-report: $(STAMP)
+	$(BIN)/python -m tests.faults.report
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["ConsumeContext", "MessageStream", "PullOptions", "fetch"]
 
 PIN_ID_HEADER = "Nats-Pin-Id"
+#: heartbeat checks per idle-heartbeat interval (each one reads a flag)
+HB_TICKS = 4
 
 
 @dataclass
@@ -208,9 +210,11 @@ class _PullBase:
     # heartbeats: one timer per pull, checking a flag; nothing per message
 
     def _arm_heartbeat(self) -> None:
+        # The timer looks HB_TICKS times per heartbeat interval, so two missed heartbeats
+        # are noticed within 2 intervals plus a quarter of one.
         hb = self._opts.heartbeat
         if hb and self._hb_timer is None and not self._closed:
-            self._hb_timer = self._loop.call_later(hb, self._hb_tick)
+            self._hb_timer = self._loop.call_later(hb / HB_TICKS, self._hb_tick)
 
     def _stop_heartbeat(self) -> None:
         if self._hb_timer is not None:
@@ -226,7 +230,7 @@ class _PullBase:
             self._hb_misses = 0
         else:
             self._hb_misses += 1
-            if self._hb_misses >= 2:
+            if self._hb_misses >= 2 * HB_TICKS:
                 self._hb_misses = 0
                 self._missed_heartbeat()
         self._arm_heartbeat()

@@ -15,6 +15,7 @@ import asyncio
 from collections import deque
 from typing import TYPE_CHECKING
 
+from ._pull import HB_TICKS
 from ._reader import ErrorCallback, MessageReader, report_to
 from .errors import ConsumerDeletedError, NoHeartbeatError
 from .message import JsMsg
@@ -65,7 +66,7 @@ class PushStream(MessageReader):
         nc._register(self._sid, self)
         nc._send_sub(self.subject, self._sid, self.queue)
         if self._hb:
-            self._timer = self._loop.call_later(self._hb, self._tick)
+            self._timer = self._loop.call_later(self._hb / HB_TICKS, self._tick)
 
     # -- receive path ---------------------------------------------------------------
 
@@ -115,7 +116,7 @@ class PushStream(MessageReader):
             self._misses = 0
         else:
             self._misses += 1
-            if self._misses >= 2:
+            if self._misses >= 2 * HB_TICKS:
                 self._misses = 0
                 c = self._consumer
                 self._report(
@@ -123,7 +124,7 @@ class PushStream(MessageReader):
                         f"no heartbeat from push consumer {c.name!r} for {2 * self._hb:g}s"
                     )
                 )
-        self._timer = self._loop.call_later(self._hb, self._tick)
+        self._timer = self._loop.call_later(self._hb / HB_TICKS, self._tick)
 
     def _report(self, exc: BaseException) -> None:
         report_to(self._nc, self._error_cb, exc)

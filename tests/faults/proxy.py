@@ -73,7 +73,8 @@ class FaultProxy:
             asyncio.create_task(self._pump(reader, swriter, link)),
             asyncio.create_task(self._pump(sreader, writer, link, from_server=True)),
         ]
-        await asyncio.gather(*link.tasks, return_exceptions=True)
+        with contextlib.suppress(asyncio.CancelledError):  # the proxy is closing
+            await asyncio.gather(*link.tasks, return_exceptions=True)
         self._links.discard(link)
         for w in (writer, swriter):
             w.close()

@@ -1,0 +1,148 @@
+"""Fault figures against their bars (``make faults-report``), printed like a benchmark.
+
+The tests in this folder assert the invariants with generous bounds; this script
+measures the timing bars of the fault-suite issue on this machine and prints each
+figure next to its bar. Nothing here fails a build: it reports.
+
+Scenarios measured:
+  1  publishes with msg ids while every connection is cut every ~0.5 s: stored count,
+     errors seen by the application, p99 publish-to-ack;
+  3  a 3 s blackhole during pull consumption with 0.5 s heartbeats: time to the typed
+     missed-heartbeat signal, time to resume after the heal;
+  4  a blackhole with 1 s pings: time to find the dead link, time to reconnect after the heal.
+
+Run: ``.venv/bin/python -m tests.faults.report [--count N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+import jetstream
+from jetstream import ConsumerConfig, NoHeartbeatError, StreamConfig
+from jetstream.embedded import NatsServer
+from tests.faults.proxy import FaultProxy
+
+FAST = {"reconnect_time_wait": 0.05, "reconnect_jitter": 0.02, "max_reconnect_attempts": -1}
+Row = tuple[str, str, str, bool]
+
+
+async def scenario_1(server: NatsServer, count: int) -> list[Row]:
+    async with FaultProxy(server.port) as proxy, jetstream.connect(proxy.url, **FAST) as nc:
+        js = nc.jetstream(timeout=2)
+        s = await js.create_stream(StreamConfig(name="S1", subjects=["s1"]))
+        stop = asyncio.Event()
+
+        async def cutter() -> None:
+            while True:
+                await asyncio.sleep(0.5)
+                if stop.is_set():
+                    return
+                proxy.cut()
+
+        task = asyncio.create_task(cutter())
+        lat: list[float] = []
+        app_errors = 0
+        for i in range(count):
+            t0 = time.perf_counter()
+            try:
+                await js.publish("s1", b"%d" % i, msg_id=f"m{i}", retry_attempts=20)
+            except jetstream.NatsError:
+                app_errors += 1
+            lat.append(time.perf_counter() - t0)
+        stop.set()
+        await task
+        stored = (await s.info()).state.messages
+    lat.sort()
+    p99 = lat[int(0.99 * (len(lat) - 1))]
+    return [
+        ("1 stored with msg ids", f"{stored}", f"== {count}", stored == count),
+        ("1 errors reaching the app", f"{app_errors}", "0", app_errors == 0),
+        ("1 cuts", f"{proxy.cuts}", ">= 50 at full size", proxy.cuts >= 50),
+        ("1 p99 publish-to-ack", f"{p99 * 1000:.0f} ms", "<= 1000 ms", p99 <= 1.0),
+    ]
+
+
+async def scenario_3(server: NatsServer) -> list[Row]:
+    async with (
+        FaultProxy(server.port) as proxy,
+        jetstream.connect(proxy.url, ping_interval=60, **FAST) as nc,
+    ):
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="S3", subjects=["s3"]))
+        c = await s.create_consumer(ConsumerConfig(durable_name="s3", ack_wait=30))
+        errors: list[BaseException] = []
+        async with c.messages(
+            max_messages=20, expires=5, heartbeat=0.5, error_cb=errors.append
+        ) as it:
+            await js.publish("s3", b"before")
+            await (await it.next(timeout=5)).ack()
+            proxy.blackhole = True
+            t0 = time.perf_counter()
+            while not any(isinstance(e, NoHeartbeatError) for e in errors):
+                await asyncio.sleep(0.005)
+            detect = time.perf_counter() - t0
+            await asyncio.sleep(max(0.0, 3.0 - detect))
+            proxy.blackhole = False
+            healed = time.perf_counter()
+            await js.publish("s3", b"after")
+            await (await it.next(timeout=10)).ack()
+            resume = time.perf_counter() - healed
+    return [
+        ("3 missed-heartbeat signal", f"{detect * 1000:.0f} ms", "<= 1200 ms", detect <= 1.2),
+        ("3 resume after heal", f"{resume * 1000:.0f} ms", "<= 500 ms", resume <= 0.5),
+    ]
+
+
+async def scenario_4(server: NatsServer) -> list[Row]:
+    async with FaultProxy(server.port) as proxy:
+        lost = asyncio.Event()
+        async with jetstream.connect(
+            proxy.url,
+            ping_interval=1.0,
+            max_outstanding_pings=2,
+            connect_timeout=1.0,
+            disconnected_cb=lost.set,
+            **FAST,
+        ) as nc:
+            await nc.flush()
+            proxy.blackhole = True
+            t0 = time.perf_counter()
+            await lost.wait()
+            found = time.perf_counter() - t0
+            await asyncio.sleep(max(0.0, 12.0 - found))
+            proxy.blackhole = False
+            healed = time.perf_counter()
+            while not nc.is_connected:
+                await asyncio.sleep(0.005)
+            back = time.perf_counter() - healed
+    return [
+        ("4 dead link found", f"{found * 1000:.0f} ms", "<= 3000 ms", found <= 3.0),
+        ("4 reconnect after heal", f"{back * 1000:.0f} ms", "<= 500 ms", back <= 0.5),
+    ]
+
+
+async def main_async(count: int) -> list[Row]:
+    rows: list[Row] = []
+    with NatsServer() as server:
+        rows += await scenario_1(server, count)
+        rows += await scenario_3(server)
+        rows += await scenario_4(server)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    ap.add_argument("--count", type=int, default=50_000, help="publishes in scenario 1")
+    args = ap.parse_args()
+    rows = asyncio.run(main_async(args.count))
+    width = max(len(r[0]) for r in rows)
+    print(f"{'scenario':{width}}  {'measured':>10}  {'bar':>20}  ok")
+    for name, got, bar, ok in rows:
+        print(f"{name:{width}}  {got:>10}  {bar:>20}  {'yes' if ok else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
