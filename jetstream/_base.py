@@ -89,6 +89,7 @@ class _ClientBase:
         self._closed = False
         self._mux: RequestMux | None = None
         self._ping_timer: asyncio.TimerHandle | None = None
+        self._next_ping = 0.0
         self._reconnect_task: asyncio.Task[None] | None = None
         self._runner = CallbackRunner(self._loop)
         #: called with the error when the connection is lost or closed (pending waiters fail)
@@ -304,10 +305,22 @@ class _ClientBase:
             return
         self._report_error(exc)
 
-    def _arm_ping(self) -> None:
+    def _arm_ping(self, after: float | None = None) -> None:
+        """Schedule the next keepalive PING one interval after ``after`` (default: now).
+
+        Ticks are laid on a fixed grid from the connect time, so they do not drift: a dead
+        link is declared after exactly (max_outstanding_pings + 1) intervals.
+        """
         self._cancel_ping()
-        if self._opts.ping_interval > 0:
-            self._ping_timer = self._loop.call_later(self._opts.ping_interval, self._ping_tick)
+        interval = self._opts.ping_interval
+        if interval > 0:
+            now = self._loop.time()
+            if after is None or after + interval < now:
+                # First tick, or the loop was held up for longer than an interval: start
+                # the grid again from now rather than firing ticks back to back.
+                after = now
+            self._next_ping = after + interval
+            self._ping_timer = self._loop.call_at(self._next_ping, self._ping_tick)
 
     def _cancel_ping(self) -> None:
         if self._ping_timer is not None:
@@ -326,7 +339,7 @@ class _ClientBase:
         conn.pongs.append(None)
         self._flush_now()
         conn.write(PING)
-        self._arm_ping()
+        self._arm_ping(after=self._next_ping)
 
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled:
