@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
-from ._reader import ErrorCallback, MessageReader, report_to
+from ._reader import ErrorCallback, MessageReader
 from .api import PullRequest, encode
 from .errors import (
     ConsumerDeletedError,
@@ -492,9 +492,6 @@ class MessageStream(_PullBase, MessageReader):
             self._seen = True
             self._reset()
 
-    def _report(self, exc: BaseException) -> None:
-        report_to(self._nc, self._error_cb, exc)
-
     def _finish(self, error: BaseException | None) -> None:
         if self._retry_timer is not None:
             self._retry_timer.cancel()
@@ -531,21 +528,6 @@ class MessageStream(_PullBase, MessageReader):
                 await w
             finally:
                 self._waiter = None
-
-    def stop(self) -> None:
-        """Stop now: unsubscribe and drop what is buffered (it is redelivered after ack_wait)."""
-        self._buf.clear()
-        self._finish(None)
-
-    async def drain(self) -> None:
-        """Stop pulling; the reader still gets what is buffered, then the iteration ends."""
-        self._draining = True
-        self._finish(None)
-
-    @property
-    def pending(self) -> int:
-        """Messages buffered and not yet taken by the reader."""
-        return len(self._buf)
 
 
 class ConsumeContext:

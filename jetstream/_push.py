@@ -16,7 +16,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from ._pull import HB_TICKS
-from ._reader import ErrorCallback, MessageReader, report_to
+from ._reader import ErrorCallback, MessageReader
 from .errors import ConsumerDeletedError, NoHeartbeatError
 from .message import JsMsg
 from .protocol.headers import parse_headers
@@ -126,9 +126,6 @@ class PushStream(MessageReader):
                 )
         self._timer = self._loop.call_later(self._hb / HB_TICKS, self._tick)
 
-    def _report(self, exc: BaseException) -> None:
-        report_to(self._nc, self._error_cb, exc)
-
     # -- reader side -------------------------------------------------------------------
 
     async def __anext__(self) -> JsMsg:
@@ -170,17 +167,3 @@ class PushStream(MessageReader):
 
     async def _close(self) -> None:
         self._finish(None)
-
-    def stop(self) -> None:
-        """Unsubscribe now and drop what is buffered (redelivered after ack_wait)."""
-        self._buf.clear()
-        self._finish(None)
-
-    async def drain(self) -> None:
-        """Unsubscribe; the reader still gets what is buffered, then the iteration ends."""
-        self._draining = True
-        self._finish(None)
-
-    @property
-    def pending(self) -> int:
-        return len(self._buf)

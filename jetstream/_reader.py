@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Self
 
@@ -34,7 +35,13 @@ def report_to(nc: Client, error_cb: ErrorCallback | None, exc: BaseException) ->
 
 
 class MessageReader:
-    """Base of the message iterators; subclasses define ``__anext__``, ``_start``, ``stop``."""
+    """Base of the message iterators; subclasses define ``__anext__``, ``_start`` and
+    ``_finish`` and keep received messages in ``_buf``."""
+
+    _buf: deque[JsMsg]
+    _draining: bool
+    _nc: Client
+    _error_cb: ErrorCallback | None
 
     async def __anext__(self) -> JsMsg:
         raise NotImplementedError
@@ -42,8 +49,26 @@ class MessageReader:
     def _start(self) -> None:
         raise NotImplementedError
 
-    def stop(self) -> None:
+    def _finish(self, error: BaseException | None) -> None:
         raise NotImplementedError
+
+    def _report(self, exc: BaseException) -> None:
+        report_to(self._nc, self._error_cb, exc)
+
+    def stop(self) -> None:
+        """Stop now: unsubscribe and drop what is buffered (redelivered after ack_wait)."""
+        self._buf.clear()
+        self._finish(None)
+
+    async def drain(self) -> None:
+        """Stop receiving; the reader still gets what is buffered, then the iteration ends."""
+        self._draining = True
+        self._finish(None)
+
+    @property
+    def pending(self) -> int:
+        """Messages buffered and not yet taken by the reader."""
+        return len(self._buf)
 
     def __aiter__(self) -> Self:
         self._start()

@@ -325,5 +325,10 @@ class OrderedStream(MessageReader):
     async def drain(self) -> None:
         self.stop()
 
+    @property
+    def pending(self) -> int:
+        """Messages buffered and not yet taken by the reader."""
+        return self._inner.pending if self._inner is not None else 0
+
     def _report(self, exc: BaseException) -> None:
         self._oc._report(exc)
