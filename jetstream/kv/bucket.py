@@ -15,8 +15,15 @@ between them:
 
 A mirrored bucket reads from its own stream but keeps the origin's subjects, so
 its keys are read under ``$KV.<origin>.`` and its writes go to the origin.
-Through a JetStream domain or API prefix, writes still go to the plain
-``$KV.<bucket>.<key>`` subject, as the other Python clients do.
+
+Through a JetStream domain or API prefix (anything but ``$JS.API``), writes go to
+``<prefix>.$KV.<bucket>.<key>`` (ADR-19; nats.go does the same): for a domain the
+server maps ``$JS.<domain>.API.$KV.>`` back to ``$KV.>``, and it is the only way
+across a leafnode, which denies a plain ``$KV.>`` between domains; across accounts
+the importing account imports ``$KV.>`` as ``<prefix>.$KV.>``. A mirror of a bucket
+in another domain or account writes through its ``external.api`` prefix instead.
+Reads, watches and listings always use the stream's own ``$KV.<bucket>.`` subjects
+(they go through the JetStream API).
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ __all__ = ["KeyValue", "KeyValueConfig", "KeyValueStatus"]
 
 STREAM_PREFIX = "KV_"
 SUBJECT_PREFIX = "$KV."
+DEFAULT_API_PREFIX = "$JS.API"
 MAX_HISTORY = 64
 _DEFAULT_DUPLICATE_WINDOW = 120.0
 _DEL_HEADERS = {KV_OPERATION: "DEL"}
@@ -264,13 +272,18 @@ class KeyValue:
         self.stream_name = cfg.name
         self.bucket = cfg.name[len(STREAM_PREFIX) :]
         origin = self.bucket
+        api = js.api_prefix
         if cfg.mirror:
             name = cfg.mirror.name
             origin = name[len(STREAM_PREFIX) :] if name.startswith(STREAM_PREFIX) else name
+            external = cfg.mirror.external
+            if external and external.api:
+                api = external.api.rstrip(".")  # the origin's JetStream, not ours
         #: subject prefix the keys are stored under (the origin's for a mirror)
         self._pre = f"{SUBJECT_PREFIX}{origin}."
-        #: subject prefix writes go to
-        self._put_pre = self._pre
+        #: subject prefix writes go to: through the API prefix when it is not the
+        #: default one (see the module docstring)
+        self._put_pre = self._pre if api == DEFAULT_API_PREFIX else f"{api}.{self._pre}"
         self._direct = bool(cfg.allow_direct or cfg.mirror_direct)
 
     def __repr__(self) -> str:

@@ -10,6 +10,13 @@ client lays them out (ADR-20).
 
 Puts and gets stream: a put keeps at most ``PUT_WINDOW`` bytes of chunks awaiting
 their acks, a get asks for a few MiB of chunks at a time (see ``reader.py``).
+
+Through a JetStream domain or API prefix, chunks and infos are still published on the
+plain ``$O.<bucket>.`` subjects, as nats.go does (unlike KV writes, ADR-20 gives them
+no prefixed form, and the server's domain mappings cover ``$KV.>`` but not ``$O.>``):
+a leafnode passes ``$O.>`` between domains, and an account reaching another one's
+JetStream through an API prefix imports ``$O.>`` (or ``$O.<bucket>.>``) unprefixed.
+Everything else goes through the JetStream API and so through the prefix.
 """
 
 from __future__ import annotations
