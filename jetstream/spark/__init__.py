@@ -1,0 +1,41 @@
+"""PySpark adapter (the ``spark`` extra: pyspark 4.2 or newer, pyarrow).
+
+- ``foreach_batch_sink(...)``: the function for ``df.writeStream.foreachBatch``; writes
+  every row to a stream exactly once within the stream's duplicate window.
+- ``write_dataframe(df, ...)``: the same for a batch job, with a caller-given job id.
+- ``register(spark)``: makes ``spark.readStream.format("jetstream")`` and
+  ``spark.read.format("jetstream")`` read a stream (see ``JetStreamDataSource``).
+
+Limits of exactly-once: the stream drops a repeated ``Nats-Msg-Id`` only inside its
+``duplicate_window`` (at most 24 hours, and never longer than ``max_age``); the server keeps
+each id in memory (about 230 bytes) for that window; ids made from positions (no
+``key_col``) are only safe when Spark recomputes a batch in the same order, so prefer a key
+column that is unique per row.
+"""
+
+from __future__ import annotations
+
+try:
+    import pyarrow  # noqa: F401
+    import pyspark  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "jetstream.spark needs pyspark and pyarrow: pip install 'jetstream-asyncio[spark]'"
+    ) from exc
+
+from ._common import ConnectSpec, SparkConfigError, SparkWriteError
+from ._sink import BatchReport, ForeachBatchSink, foreach_batch_sink, write_dataframe
+from ._source import SCHEMA, JetStreamDataSource, register
+
+__all__ = [
+    "BatchReport",
+    "ConnectSpec",
+    "ForeachBatchSink",
+    "JetStreamDataSource",
+    "SCHEMA",
+    "SparkConfigError",
+    "SparkWriteError",
+    "foreach_batch_sink",
+    "register",
+    "write_dataframe",
+]

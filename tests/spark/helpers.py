@@ -1,0 +1,88 @@
+"""Small synchronous helpers for the Spark tests: streams on the test server, reading a
+stream back, writing input files."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import jetstream
+from jetstream import StreamConfig
+from jetstream.api import StorageType
+
+
+def make_stream(url: str, name: str, subjects: list[str], *, dedup: float = 120.0) -> None:
+    async def go() -> None:
+        async with jetstream.connect(url) as nc:
+            js = nc.jetstream()
+            try:
+                await js.delete_stream(name)
+            except jetstream.errors.StreamNotFoundError:
+                pass
+            await js.create_stream(
+                StreamConfig(
+                    name=name,
+                    subjects=subjects,
+                    storage=StorageType.MEMORY,
+                    duplicate_window=dedup,
+                )
+            )
+
+    asyncio.run(go())
+
+
+def stream_state(url: str, name: str) -> tuple[int, int]:
+    """(messages, last sequence) of a stream."""
+
+    async def go() -> tuple[int, int]:
+        async with jetstream.connect(url) as nc:
+            info = await (await nc.jetstream().stream(name)).info()
+            return info.state.messages, info.state.last_seq
+
+    return asyncio.run(go())
+
+
+def read_all(url: str, name: str) -> list[tuple[str, bytes, int, dict[str, str]]]:
+    """Every message of a stream in order: (subject, data, sequence, headers)."""
+
+    async def go() -> list[tuple[str, bytes, int, dict[str, str]]]:
+        async with jetstream.connect(url) as nc:
+            stream = await nc.jetstream().stream(name)
+            total = (await stream.info()).state.messages
+            out: list[tuple[str, bytes, int, dict[str, str]]] = []
+            if not total:
+                return out
+            oc = await stream.ordered_consumer()
+            async with oc.messages(max_messages=1000) as it:
+                async for m in it:
+                    h = {k: m.headers[k] for k in m.headers} if m.raw_headers else {}
+                    out.append((m.subject, m.data, m.metadata.sequence.stream, h))
+                    if len(out) == total:
+                        break
+            return out
+
+    return asyncio.run(go())
+
+
+def publish(url: str, subject: str, payloads: list[bytes]) -> None:
+    async def go() -> None:
+        async with jetstream.connect(url) as nc:
+            js = nc.jetstream()
+            for p in payloads:
+                await js.publish_async(subject, p)
+            await js.publish_async_complete(timeout=30)
+
+    asyncio.run(go())
+
+
+def write_parquet(spark: Any, path: Path, n: int, files: int) -> None:
+    """``n`` rows (id, value) in ``files`` parquet files under ``path``."""
+    (
+        spark.range(n)
+        .selectExpr("id", "concat('row-', cast(id as string)) as value")
+        .repartition(files, "id")
+        .sortWithinPartitions("id")
+        .write.mode("overwrite")
+        .parquet(str(path))
+    )

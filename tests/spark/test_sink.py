@@ -1,0 +1,163 @@
+"""The foreachBatch sink and write_dataframe against a real nats-server and local Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jetstream.embedded import NatsServer
+from jetstream.spark import SparkConfigError, foreach_batch_sink, write_dataframe
+from tests.spark.helpers import make_stream, read_all, stream_state, write_parquet
+
+SCHEMA = "id long, value string"
+
+
+def run_query(spark: Any, src: Path, checkpoint: Path, fn: Any, files_per_batch: int = 2) -> None:
+    """Run a file-source streaming query through ``fn`` until the input is used up."""
+    q = (
+        spark.readStream.schema(SCHEMA)
+        .option("maxFilesPerTrigger", files_per_batch)
+        .parquet(str(src))
+        .writeStream.foreachBatch(fn)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert q.awaitTermination(240), "the query did not finish in 240 s"
+    finally:
+        q.stop()
+
+
+def test_100k_rows_arrive_exactly_once(
+    spark: Any, module_nats_server: NatsServer, tmp_path: Path
+) -> None:
+    url = module_nats_server.url
+    make_stream(url, "SINK100K", ["sink.100k"])
+    n = 100_000
+    write_parquet(spark, tmp_path / "in", n, files=6)
+    sink = foreach_batch_sink(url, subject="sink.100k", stream="SINK100K")
+    run_query(spark, tmp_path / "in", tmp_path / "ckpt", sink)
+    assert stream_state(url, "SINK100K") == (n, n)
+    got = read_all(url, "SINK100K")
+    assert sorted(int(d[4:]) for _, d, _, _ in got) == list(range(n))
+    # position-based ids: <query id>:<batch>:<partition>:<row>
+    ids = {h["Nats-Msg-Id"] for *_, h in got}
+    assert len(ids) == n
+    assert all(len(i.split(":")) == 4 for i in ids)
+    assert sink.last_report is not None and sink.last_report.rows > 0
+
+
+def test_crash_half_way_then_restart_from_checkpoint(
+    spark: Any, module_nats_server: NatsServer, tmp_path: Path
+) -> None:
+    from pyspark.sql.functions import col, udf
+
+    url = module_nats_server.url
+    make_stream(url, "SINKCRASH", ["sink.crash"])
+    n = 20_000
+    write_parquet(spark, tmp_path / "in", n, files=2)
+    marker = tmp_path / "crash-now"
+    marker.touch()
+    marker_path = str(marker)
+    seen = [0]  # pickled with the UDF: each task counts its own rows
+
+    def check(i: int, v: str) -> str:
+        import os
+
+        from pyspark import TaskContext
+
+        seen[0] += 1
+        ctx = TaskContext.get()
+        first_task = ctx is not None and ctx.partitionId() == 0
+        if first_task and seen[0] == 6000 and os.path.exists(marker_path):
+            raise RuntimeError("injected crash half-way through the batch")
+        return v
+
+    checked = udf(check, "string", useArrow=False)
+
+    sink = foreach_batch_sink(url, subject="sink.crash", stream="SINKCRASH")
+
+    def fn(df: Any, batch_id: int) -> None:
+        sink(df.withColumn("value", checked(col("id"), col("value"))), batch_id)
+
+    with pytest.raises(Exception, match="injected crash"):
+        run_query(spark, tmp_path / "in", tmp_path / "ckpt", fn, files_per_batch=4)
+    stored_after_crash, _ = stream_state(url, "SINKCRASH")
+    assert 0 < stored_after_crash < n  # some partitions wrote, the batch did not finish
+    marker.unlink()
+    run_query(spark, tmp_path / "in", tmp_path / "ckpt", fn, files_per_batch=4)
+    msgs, last = stream_state(url, "SINKCRASH")
+    assert (msgs, last) == (n, n)  # the re-run rows were deduplicated, none twice
+    values = sorted(int(d[4:]) for _, d, _, _ in read_all(url, "SINKCRASH"))
+    assert values == list(range(n))
+    assert sink.last_report is not None
+    assert sink.last_report.duplicates == stored_after_crash
+
+
+def test_key_column_json_rows_headers_and_subject_column(
+    spark: Any, module_nats_server: NatsServer
+) -> None:
+    url = module_nats_server.url
+    make_stream(url, "SINKJSON", ["json.>"])
+    df = spark.createDataFrame(
+        [(f"k{i}", f"json.{i % 3}", i, f"t{i % 2}") for i in range(30)],
+        "key string, subj string, n int, tag string",
+    )
+    opts: dict[str, Any] = dict(
+        job_id="job-1",
+        subject_col="subj",
+        value_col=None,
+        key_col="key",
+        headers_cols=["tag"],
+        stream="SINKJSON",
+    )
+    report = write_dataframe(df, url, **opts)
+    assert (report.rows, report.duplicates) == (30, 0)
+    # the same job again: every key is already stored
+    again = write_dataframe(df, url, mode="driver", **opts)
+    assert (again.rows, again.duplicates) == (30, 30)
+    got = read_all(url, "SINKJSON")
+    assert len(got) == 30
+    by_key = {h["Nats-Msg-Id"]: (s, json.loads(d), h["tag"]) for s, d, _, h in got}
+    assert by_key["k7"] == ("json.1", {"key": "k7", "subj": "json.1", "n": 7, "tag": "t1"}, "t1")
+
+
+def test_driver_mode_write(spark: Any, module_nats_server: NatsServer) -> None:
+    url = module_nats_server.url
+    make_stream(url, "SINKDRV", ["drv"])
+    df = spark.range(500).selectExpr("encode(cast(id as string), 'utf-8') as value")
+    report = write_dataframe(df, url, job_id="drv-1", subject="drv", mode="driver")
+    assert report.rows == 500 and report.partitions == [0]
+    assert stream_state(url, "SINKDRV") == (500, 500)
+    assert report.first_seq == 1 and report.last_seq == 500
+
+
+def test_clear_errors_at_query_start(
+    spark: Any, module_nats_server: NatsServer, tmp_path: Path
+) -> None:
+    url = module_nats_server.url
+    df = spark.range(3).selectExpr("cast(id as string) as value")
+    with pytest.raises(SparkConfigError, match="stream 'NOPE' does not exist"):
+        write_dataframe(df, url, job_id="j", subject="nope", stream="NOPE")
+    with pytest.raises(SparkConfigError, match=r"no stream stores subject 'nope\.x'"):
+        write_dataframe(df, url, job_id="j", subject="nope.x")
+    make_stream(url, "SINKNODUP", ["nodup"], dedup=1.0)
+    with pytest.raises(SparkConfigError, match=r"too short a duplicate_window \(1s\)"):
+        write_dataframe(df, url, job_id="j", subject="nodup")
+    make_stream(url, "SINKERR", ["err"])
+    with pytest.raises(SparkConfigError, match=r"key_col='missing' is not a column.*\['value'\]"):
+        write_dataframe(df, url, job_id="j", subject="err", key_col="missing")
+    with pytest.raises(SparkConfigError, match=r"cannot connect to NATS at nats://127\.0\.0\.1:1"):
+        write_dataframe(df, "nats://127.0.0.1:1", job_id="j", subject="err", connect_timeout=0.5)
+    assert stream_state(url, "SINKERR") == (0, 0)  # nothing was sent
+
+    # in a streaming query the error ends the query at its first batch, with the message
+    write_parquet(spark, tmp_path / "in", 10, files=1)
+    sink = foreach_batch_sink(url, subject="err", stream="SINKERR", value_col="payload")
+    with pytest.raises(Exception, match="value_col='payload' is not a column"):
+        run_query(spark, tmp_path / "in", tmp_path / "ckpt", sink)
+    assert stream_state(url, "SINKERR") == (0, 0)
