@@ -302,6 +302,15 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
             and ttl is None
         ):
             return headers
+        only_id = (
+            expected_stream is None
+            and expected_last_seq is None
+            and expected_last_subject_seq is None
+            and expected_last_msg_id is None
+            and ttl is None
+        )
+        if only_id and headers is None and msg_id is not None:
+            return {NATS_MSG_ID: msg_id}  # an id alone: a plain dict encodes fastest
         h = Headers(headers) if isinstance(headers, Mapping) else Headers()
         if msg_id is not None:
             h[NATS_MSG_ID] = msg_id
@@ -342,8 +351,11 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
 
         Args:
             msg_id: ``Nats-Msg-Id``, for deduplication.
-            expected_stream, expected_last_seq, expected_last_subject_seq,
-                expected_last_msg_id: optimistic-concurrency checks done by the server.
+            expected_stream: the stream that must store it (checked by the server,
+                like the other ``expected_*`` options).
+            expected_last_seq: the stream's last sequence must be this.
+            expected_last_subject_seq: the last sequence on ``subject`` must be this.
+            expected_last_msg_id: the stream's last ``Nats-Msg-Id`` must be this.
             ttl: per-message TTL in seconds (the stream needs ``allow_msg_ttl``).
             timeout: seconds to wait for each attempt's ack (default: the context's).
 

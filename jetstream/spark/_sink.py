@@ -129,6 +129,7 @@ class _PartitionWriter:
         keys = batch.column(names.index(t.key_col)).to_pylist() if t.key_col is not None else None
         hcols = [(h, batch.column(names.index(h)).to_pylist()) for h in t.headers_cols]
         publish = self.js.publish_async
+        append = self.inflight.append
         start = self.index
         for i in range(n):
             subject = subjects[i]
@@ -149,9 +150,13 @@ class _PartitionWriter:
                 msg_id = str(key)
             else:
                 msg_id = f"{self.prefix}:{start + i}"
-            headers = {h: str(col[i]) for h, col in hcols if col[i] is not None} or None
+            headers = (
+                ({h: str(col[i]) for h, col in hcols if col[i] is not None} or None)
+                if hcols
+                else None
+            )
             fut = await publish(subject, data, headers=headers, msg_id=msg_id)
-            self.inflight.append((fut, subject, data, headers, msg_id))
+            append((fut, subject, data, headers, msg_id))
         self.index = start + n
         self._drain_done()
 

@@ -1,0 +1,175 @@
+"""PySpark sink benchmark: rows per second through a streaming query's foreachBatch.
+
+Three runs of the same query (a parquet file source of N rows of about 100 bytes, read
+with ``trigger(availableNow=True)``), each into a fresh memory stream with a duplicate
+window, on one embedded nats-server and local Spark (``local[2]``):
+
+- jetstream: ``foreach_batch_sink`` (executors publish with ``publish_async``, msg ids);
+- nats-py: the usual driver-side foreachBatch: ``collect()`` the batch, then publish every
+  row with nats-py's ``publish_async`` (msg ids too) and wait for all acks;
+- spark alone: the same query into the ``noop`` format (what Spark costs by itself).
+
+Run: ``.venv/bin/python -m benchmarks.bench_spark [--rows N]`` (default one million).
+Every run checks that the stream holds exactly N messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import jetstream
+from benchmarks._report import Measurement, arg_parser, report
+from jetstream import StreamConfig
+from jetstream.api import StorageType
+from jetstream.embedded import NatsServer
+
+SUBJECT = "bench.sink"
+STREAM = "BENCH_SINK"
+ROW_BYTES = 100
+
+
+def spark_session() -> Any:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    s = (
+        SparkSession.builder.master("local[2]")
+        .appName("jetstream-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+def fresh_stream(url: str) -> None:
+    async def go() -> None:
+        async with jetstream.connect(url) as nc:
+            js = nc.jetstream()
+            try:
+                await js.delete_stream(STREAM)
+            except jetstream.errors.StreamNotFoundError:
+                pass
+            await js.create_stream(
+                StreamConfig(
+                    name=STREAM,
+                    subjects=[SUBJECT],
+                    storage=StorageType.MEMORY,
+                    duplicate_window=300.0,
+                )
+            )
+
+    asyncio.run(go())
+
+
+def stored(url: str) -> int:
+    async def go() -> int:
+        async with jetstream.connect(url) as nc:
+            info = await (await nc.jetstream().stream(STREAM)).info()
+            return info.state.messages
+
+    return asyncio.run(go())
+
+
+def nats_py_batch(url: str) -> Any:
+    """The driver-side foreachBatch a nats-py user writes: collect, publish, wait."""
+
+    def fn(df: Any, batch_id: int) -> None:
+        rows = df.select("value").collect()
+        qid = df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+
+        async def go() -> None:
+            import nats
+
+            nc = await nats.connect(url)
+            js = nc.jetstream(publish_async_max_pending=4000)
+            for i, r in enumerate(rows):
+                await js.publish_async(
+                    SUBJECT, r.value.encode(), headers={"Nats-Msg-Id": f"{qid}:{batch_id}:{i}"}
+                )
+            await asyncio.wait_for(js.publish_async_completed(), 120)
+            await nc.close()
+
+        asyncio.run(go())
+
+    return fn
+
+
+def noop_batch(df: Any, batch_id: int) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
+def run_query(spark: Any, src: Path, fn: Any, ckpt: Path) -> float:
+    shutil.rmtree(ckpt, ignore_errors=True)
+    t0 = time.perf_counter()
+    q = (
+        spark.readStream.schema("id long, value string")
+        .parquet(str(src))
+        .writeStream.foreachBatch(fn)
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = arg_parser("PySpark foreachBatch sink throughput")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    n = args.rows
+    from jetstream.spark import foreach_batch_sink
+
+    spark = spark_session()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    results: list[Measurement] = []
+    try:
+        src = tmp / "in"
+        spark.range(n).selectExpr(
+            "id", f"rpad(cast(id as string), {ROW_BYTES}, 'x') as value"
+        ).repartition(4).write.parquet(str(src))
+        with NatsServer() as server:
+            url = server.url
+            runs: list[tuple[str, Any]] = [
+                ("spark alone", noop_batch),
+                ("jetstream", foreach_batch_sink(url, subject=SUBJECT, stream=STREAM)),
+                ("nats-py", nats_py_batch(url)),
+            ]
+            for impl, fn in runs:
+                fresh_stream(url)
+                seconds = run_query(spark, src, fn, tmp / "ckpt")
+                if impl != "spark alone":
+                    got = stored(url)
+                    assert got == n, f"{impl}: stream holds {got} messages, not {n}"
+                print(f"{impl}: {n / seconds:,.0f} rows/s ({seconds:.1f} s)", flush=True)
+                results.append(
+                    Measurement("foreachBatch 100 B rows", impl, seconds, n, n * ROW_BYTES)
+                )
+    finally:
+        spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    report(
+        [m for m in results if m.impl != "spark alone"],
+        title="PySpark sink (rows/s)",
+        json_output=args.json,
+    )
+    alone = next(m for m in results if m.impl == "spark alone")
+    ours = next(m for m in results if m.impl == "jetstream")
+    print(f"jetstream sink / spark alone: {ours.ops_per_s / alone.ops_per_s:.2f}x of Spark's rate")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""JetStream -> Spark -> JetStream: per-minute spend per user, exactly once.
+
+A stream ``ORDERS`` holds JSON orders (``{"user": ..., "amount": ..., "ts": ...}``).
+A Structured Streaming query reads it with the ``jetstream`` source, parses the JSON,
+sums the amounts per user and per one-minute window, and writes every updated total to
+the stream ``TOTALS`` through the exactly-once foreachBatch sink (message id: window,
+user and the batch's position, so a re-run batch is stored once).
+
+Run it with ``make spark-demo`` (an embedded nats-server and local Spark), or against a
+server of your own: ``NATS_URL=nats://host:4222 python examples/spark_pipeline.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import random
+import sys
+import tempfile
+from contextlib import ExitStack
+from typing import Any
+
+import jetstream
+from jetstream import StreamConfig
+from jetstream.embedded import NatsServer
+
+USERS = ["ada", "bob", "cy", "dee"]
+ORDERS = 2000
+
+
+async def setup(url: str) -> dict[tuple[str, str], int]:
+    """Create both streams (fresh), publish the orders; return the totals they make."""
+    async with jetstream.connect(url) as nc:
+        js = nc.jetstream()
+        for name, subjects in (("ORDERS", ["orders.>"]), ("TOTALS", ["totals.>"])):
+            try:
+                await js.delete_stream(name)
+            except jetstream.errors.StreamNotFoundError:
+                pass
+            await js.create_stream(
+                StreamConfig(name=name, subjects=subjects, duplicate_window=600.0)
+            )
+        expected: dict[tuple[str, str], int] = {}
+        rng = random.Random(7)
+        start = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+        for i in range(ORDERS):
+            ts = start + dt.timedelta(seconds=i * 180 / ORDERS)  # three minutes of orders
+            order = {"user": rng.choice(USERS), "amount": rng.randint(1, 100), "ts": ts.isoformat()}
+            await js.publish_async(f"orders.{order['user']}", json.dumps(order).encode())
+            key = (ts.strftime("%H:%M"), str(order["user"]))
+            expected[key] = expected.get(key, 0) + int(order["amount"])
+        await js.publish_async_complete(timeout=30)
+    return expected
+
+
+async def final_totals(url: str) -> dict[tuple[str, str], int]:
+    """The last total written for each (window, user): the end state of the query."""
+    out: dict[tuple[str, str], int] = {}
+    async with jetstream.connect(url) as nc:
+        stream = await nc.jetstream().stream("TOTALS")
+        count = (await stream.info()).state.messages
+        oc = await stream.ordered_consumer()
+        async with oc.messages() as it:
+            for _ in range(count):
+                row = json.loads((await it.next(timeout=10)).data)
+                out[(row["window_start"], row["user"])] = row["total"]
+    return out
+
+
+def run_query(spark: Any, url: str, checkpoint: str) -> None:
+    from pyspark.sql import functions as F
+
+    from jetstream.spark import foreach_batch_sink, register
+
+    register(spark)
+    orders = (
+        spark.readStream.format("jetstream")
+        .option("servers", url)
+        .option("stream", "ORDERS")
+        .option("max_rows_per_batch", "500")
+        .load()
+        .select(
+            F.from_json(
+                F.col("data").cast("string"), "user string, amount long, ts timestamp"
+            ).alias("o")
+        )
+        .select("o.*")
+    )
+    totals = (
+        orders.groupBy(F.window("ts", "1 minute").alias("w"), "user")
+        .agg(F.sum("amount").alias("total"))
+        .select(
+            F.date_format("w.start", "HH:mm").alias("window_start"),
+            "user",
+            "total",
+        )
+    )
+    sink = foreach_batch_sink(url, subject="totals.minute", stream="TOTALS", value_col=None)
+    query = (
+        totals.writeStream.outputMode("update")
+        .foreachBatch(sink)
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+
+
+def main() -> None:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    with ExitStack() as stack:
+        url = os.environ.get("NATS_URL")
+        if not url:
+            url = stack.enter_context(NatsServer()).url
+            print(f"embedded nats-server on {url}")
+        expected = asyncio.run(setup(url))
+        print(f"published {ORDERS} orders to ORDERS")
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("jetstream-spark-demo")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        stack.callback(spark.stop)
+        checkpoint = stack.enter_context(tempfile.TemporaryDirectory())
+        run_query(spark, url, checkpoint)
+        totals = asyncio.run(final_totals(url))
+        print("per-minute spend (from the TOTALS stream):")
+        print(f"{'window':>8} " + " ".join(f"{u:>6}" for u in USERS))
+        for window in sorted({w for w, _ in totals}):
+            cells = " ".join(f"{totals.get((window, u), 0):>6}" for u in USERS)
+            print(f"{window:>8} {cells}")
+        print(f"grand total: {sum(totals.values())}")
+        print("matches the orders:", "yes" if totals == expected else "NO")
+        if totals != expected:
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""examples/spark_pipeline.py (``make spark-demo``), run on the shared Spark session."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from jetstream.embedded import NatsServer
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_pipeline.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("spark_pipeline", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_pipeline_totals_match_the_orders(
+    spark: Any, module_nats_server: NatsServer, tmp_path: Path
+) -> None:
+    example = _load()
+    url = module_nats_server.url
+    expected = asyncio.run(example.setup(url))
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    example.run_query(spark, url, str(tmp_path / "ckpt"))
+    totals = asyncio.run(example.final_totals(url))
+    assert totals == expected
+    assert sum(totals.values()) > 0 and len({w for w, _ in totals}) == 3
