@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test lint types unit bench soak faults-report clean
+.PHONY: demo spark-demo test lint types unit bench soak faults-report clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +23,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(DEMO_STAMP)
 	$(BIN)/python -m jetstream demo
 
+# JetStream -> Spark -> JetStream on an embedded server and local Spark (needs Java 17+).
+spark-demo: $(STAMP)
+	$(BIN)/python examples/spark_pipeline.py
+
 lint: $(STAMP)
-	$(BIN)/ruff check jetstream tests benchmarks
-	$(BIN)/ruff format --check jetstream tests benchmarks
+	$(BIN)/ruff check jetstream tests benchmarks examples
+	$(BIN)/ruff format --check jetstream tests benchmarks examples
 
 types: $(STAMP)
 	$(BIN)/mypy --strict jetstream
@@ -40,6 +44,9 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_parser
 	$(BIN)/python -m benchmarks.bench_core
 	$(BIN)/python -m benchmarks.bench_js
+	$(BIN)/python -m benchmarks.bench_kv
+	$(BIN)/python -m benchmarks.bench_objectstore
+	$(BIN)/python -m benchmarks.bench_spark
 
 # Not part of `make test`: ten minutes of cuts and blackholes, then leak checks.
 soak: $(STAMP)

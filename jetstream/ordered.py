@@ -148,6 +148,18 @@ class OrderedConsumer:
     def _report(self, exc: BaseException) -> None:
         report_to(self._js.client, self._error_cb, exc)
 
+    async def delete(self) -> None:
+        """Delete the server-side consumer now (best effort) instead of leaving it to
+        expire after ``inactive_threshold``. Reading again makes a new one."""
+        old, self._consumer = self._consumer, None
+        if old is None:
+            return
+        try:
+            stream = await self._js.stream(self.stream_name)
+            await stream.delete_consumer(old.name)
+        except NatsError:
+            pass
+
     def _accept(self, msg: JsMsg) -> bool:
         """True if ``msg`` is the next one in order (and records it).
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ..client import Client
-    from ..ordered import OrderedStream
+    from ..ordered import OrderedConsumer, OrderedStream
 
 __all__ = ["SCHEMA", "JetStreamDataSource", "SeqRange", "register"]
 
@@ -57,6 +57,8 @@ SCHEMA = (
 )
 # messages taken from the consumer per step of a partition's reader
 _CHUNK = 1000
+# a reader's consumer is deleted when it finishes; this is for a task that dies first
+_INACTIVE = 30.0
 _CONNECT_KEYS = ("user", "password", "token", "creds", "name")
 
 
@@ -172,12 +174,15 @@ async def _bounds(opts: _Options) -> tuple[int, int]:
             filter_subjects=list(opts.subjects),
             deliver_policy=DeliverPolicy.BY_START_TIME,
             opt_start_time=opts.start_time,
+            inactive_threshold=_INACTIVE,
         )
-        info = await oc.info()
-        if not info.num_pending:
-            return latest, latest
-        msgs = await oc.fetch(1, expires=opts.conn.timeout)
-        return (msgs[0].metadata.sequence.stream if msgs else latest), latest
+        try:
+            if not (await oc.info()).num_pending:
+                return latest, latest
+            msgs = await oc.fetch(1, expires=opts.conn.timeout)
+            return (msgs[0].metadata.sequence.stream if msgs else latest), latest
+        finally:
+            await oc.delete()
     finally:
         await nc.close()
 
@@ -197,6 +202,7 @@ class _RangeReader:
         self.first = first
         self.end = end
         self.nc: Client | None = None
+        self.oc: OrderedConsumer | None = None
         self.it: OrderedStream | None = None
         self.done = False
 
@@ -208,10 +214,11 @@ class _RangeReader:
             stream = await js.stream(o.stream)
         except StreamNotFoundError:
             raise SparkConfigError(f"stream {o.stream!r} does not exist") from None
-        oc = await stream.ordered_consumer(
+        self.oc = oc = await stream.ordered_consumer(
             filter_subjects=list(o.subjects),
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=self.first,
+            inactive_threshold=_INACTIVE,
         )
         if not (await oc.info()).num_pending:
             self.done = True
@@ -247,6 +254,8 @@ class _RangeReader:
     async def close(self) -> None:
         if self.it is not None:
             self.it.stop()
+        if self.oc is not None:
+            await self.oc.delete()
         if self.nc is not None:
             await self.nc.close()
 

@@ -32,6 +32,15 @@ def make_stream(url: str, name: str, subjects: list[str], *, dedup: float = 120.
     asyncio.run(go())
 
 
+def consumer_count(url: str, name: str) -> int:
+    async def go() -> int:
+        async with jetstream.connect(url) as nc:
+            info = await (await nc.jetstream().stream(name)).info()
+            return info.state.consumer_count
+
+    return asyncio.run(go())
+
+
 def stream_state(url: str, name: str) -> tuple[int, int]:
     """(messages, last sequence) of a stream."""
 

@@ -12,7 +12,7 @@ import pytest
 import jetstream
 from jetstream.embedded import NatsServer
 from jetstream.spark import foreach_batch_sink
-from tests.spark.helpers import make_stream, publish, read_all
+from tests.spark.helpers import consumer_count, make_stream, publish, read_all
 
 
 def _stream_to_parquet(spark: Any, url: str, out: Path, ckpt: Path, **options: str) -> None:
@@ -83,6 +83,10 @@ def test_batch_read_with_filters_headers_and_bounds(
     assert {r.headers["i"] for r in odd} == {str(i) for i in range(1, 40, 2)}
     window = base().option("start_seq", "11").option("end_seq", "20").load().collect()
     assert sorted(r.sequence for r in window) == list(range(11, 21))
+    since = base().option("start_time", "2000-01-01T00:00:00").load().collect()
+    assert len(since) == 40
+    # the readers deleted their consumers when they finished
+    assert consumer_count(url, "SRCB") == 0
 
 
 def test_stream_a_to_spark_to_stream_b(
