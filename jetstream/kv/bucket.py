@@ -339,7 +339,8 @@ class KeyValue:
         entry = self._entry(msg)
         if entry.operation is not KeyValueOp.PUT:
             raise KeyDeletedError(
-                f"bucket {self.bucket!r}: key {key!r} was {entry.operation.value.lower()}d "
+                f"bucket {self.bucket!r}: key {key!r} was "
+                f"{'purged' if entry.operation is KeyValueOp.PURGE else 'deleted'} "
                 f"at revision {entry.revision}",
                 entry,
             )

@@ -1,0 +1,203 @@
+"""Small helpers of the command line: parsing durations and sizes, formatting numbers,
+and the timeout wrapper every network await goes through."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as _dt
+import re
+import urllib.parse
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from ..api import ZERO_TIME
+from ..errors import TimeoutError as NatsTimeoutError
+from ..protocol.headers import Headers
+
+__all__ = [
+    "CliError",
+    "b64",
+    "bounded",
+    "fmt_bytes",
+    "fmt_duration",
+    "fmt_num",
+    "fmt_time",
+    "headers_dict",
+    "one_line",
+    "parse_duration",
+    "parse_header",
+    "parse_size",
+    "redact_url",
+]
+
+T = TypeVar("T")
+
+
+class CliError(Exception):
+    """An expected failure of a command: printed as ``error: <message>``, exit status 1."""
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s|m|h|d|w|y)?", re.IGNORECASE)
+_UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 7 * 86400.0,
+    "y": 365 * 86400.0,
+}
+
+
+def parse_duration(text: str) -> float:
+    """``"90"``, ``"1.5s"``, ``"500ms"``, ``"1h30m"``, ``"2d"`` -> seconds (argparse ``type``).
+
+    A bare number is seconds.
+    """
+    s = text.strip().replace(" ", "")
+    if not s:
+        raise ValueError("empty duration")
+    total = 0.0
+    pos = 0
+    while pos < len(s):
+        m = _DURATION.match(s, pos)
+        if m is None or m.end() == pos:
+            raise ValueError(f"not a duration: {text!r} (try 30s, 5m, 1h, 2d)")
+        unit = (m.group(2) or "s").lower()
+        total += float(m.group(1)) * _UNIT_SECONDS[unit]
+        pos = m.end()
+    return total
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(i?)(b?)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """``"512"``, ``"1KB"``, ``"1KiB"``, ``"10MB"``, ``"2g"`` -> bytes (argparse ``type``).
+
+    K/M/G/T are powers of 1024 with or without ``i`` (as in the nats CLI); ``-1`` is
+    allowed and means "no limit" for the limits that take it.
+    """
+    if text.strip() == "-1":
+        return -1
+    m = _SIZE.match(text)
+    if m is None:
+        raise ValueError(f"not a size: {text!r} (try 512, 64KB, 10MiB)")
+    power = "kmgt".find(m.group(2).lower()) + 1 if m.group(2) else 0
+    return int(float(m.group(1)) * 1024**power)
+
+
+def fmt_num(n: float) -> str:
+    """``1234567`` -> ``1,234,567``."""
+    return f"{n:,.0f}"
+
+
+def fmt_bytes(n: float) -> str:
+    """``1536`` -> ``1.5 KiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """``5400`` -> ``1h30m``; ``0``/None -> ``-`` (unlimited)."""
+    if not seconds:
+        return "-"
+    if seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    s = round(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if s >= size:
+            parts.append(f"{s // size}{unit}")
+            s %= size
+    return "".join(parts) or "0s"
+
+
+def fmt_time(t: _dt.datetime | None) -> str:
+    """A UTC timestamp to the second; ``-`` for none (Go's zero time included)."""
+    if t is None or t == ZERO_TIME:
+        return "-"
+    return t.astimezone(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def b64(data: bytes | None) -> str:
+    """Bytes as standard base64 (what the JetStream API uses for message data in JSON)."""
+    return base64.b64encode(data or b"").decode()
+
+
+def headers_dict(headers: Mapping[str, Any] | None) -> dict[str, list[str]]:
+    """Headers as ``{name: [values...]}`` (multi-valued headers keep every value)."""
+    out: dict[str, list[str]] = {}
+    if not headers:
+        return out
+    if isinstance(headers, Headers):
+        for key, value in headers.multi_items():
+            out.setdefault(key, []).append(value)
+        return out
+    for key, value in headers.items():
+        out[key] = [str(v) for v in value] if isinstance(value, list) else [str(value)]
+    return out
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """``"key:value"`` (or ``"key=value"``) -> ``("key", "value")`` (argparse ``type``)."""
+    for sep in (":", "="):
+        key, found, value = text.partition(sep)
+        if found and key.strip():
+            return key.strip(), value.strip()
+    raise ValueError(f"a header is KEY:VALUE, not {text!r}")
+
+
+def redact_url(url: str) -> str:
+    """A server URL without its user info (never print credentials)."""
+    parts = []
+    for one in url.split(","):
+        one = one.strip()
+        try:
+            parsed = urllib.parse.urlsplit(one if "://" in one else "nats://" + one)
+        except ValueError:
+            parts.append("<invalid url>")
+            continue
+        if parsed.username is not None or parsed.password is not None:
+            host = parsed.hostname or ""
+            if ":" in host:
+                host = f"[{host}]"
+            netloc = host + (f":{parsed.port}" if parsed.port else "")
+            one = urllib.parse.urlunsplit(parsed._replace(netloc="***@" + netloc))
+        parts.append(one)
+    return ",".join(parts)
+
+
+def one_line(exc: BaseException, secrets: Sequence[str] = ()) -> str:
+    """An exception as one line of text, with every secret blanked out."""
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+        if exc.filename is not None:
+            text += f": {exc.filename}"
+    else:
+        text = str(exc) or type(exc).__name__
+    text = " ".join(text.split())
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+async def bounded(aw: Awaitable[T], timeout: float, what: str) -> T:
+    """Await ``aw`` for at most ``timeout`` seconds; then raise the library's TimeoutError
+    saying ``what`` did not finish (a bare ``asyncio`` timeout has no message)."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await aw
+    except TimeoutError as exc:
+        if isinstance(exc, NatsTimeoutError):
+            raise
+        raise NatsTimeoutError(f"{what}: no answer within {timeout:g}s") from None
