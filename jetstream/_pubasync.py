@@ -76,10 +76,14 @@ class AsyncPublisher:
         self,
         subject: str,
         data: bytes | bytearray | memoryview,
-        headers: HeadersLike | None,
+        headers: HeadersLike | bytes | None,
         timeout: float | None,
     ) -> asyncio.Future[PubAck] | None:
-        """Publish now if the window has room (the future of its ack), else None."""
+        """Publish now if the window has room (the future of its ack), else None.
+
+        ``headers`` may be an already encoded header block (bytes), from a caller that
+        built and checked it itself.
+        """
         if len(self._pending) >= self.max_pending:
             return None
         if not self._prefix:
@@ -87,7 +91,10 @@ class AsyncPublisher:
         nc = self._nc
         seq = self._seq = self._seq + 1
         # The reply subject is ours (an inbox and a number): no validation needed.
-        hdr = encode_headers(headers) if headers else None
+        if isinstance(headers, bytes):
+            hdr: bytes | None = headers  # already encoded (a trusted caller)
+        else:
+            hdr = encode_headers(headers) if headers else None
         nc._publish_to_reply(subject, data, b"%b%d" % (self._reply_prefix, seq), hdr)
         token = str(seq)
         fut: asyncio.Future[PubAck] = nc._loop.create_future()
@@ -104,7 +111,7 @@ class AsyncPublisher:
         self,
         subject: str,
         data: bytes | bytearray | memoryview,
-        headers: HeadersLike | None,
+        headers: HeadersLike | bytes | None,
         timeout: float | None,
     ) -> asyncio.Future[PubAck]:
         """Publish, waiting first for room in the window (see ``try_publish``)."""

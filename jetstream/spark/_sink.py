@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from ..errors import NatsError, StreamNotFoundError
+from ..errors import BadHeaderError, NatsError, StreamNotFoundError
 from ._common import ConnectSpec, SparkConfigError, SparkWriteError, run_sync
 
 if TYPE_CHECKING:
@@ -35,6 +35,20 @@ __all__ = ["BatchReport", "ForeachBatchSink", "foreach_batch_sink", "write_dataf
 
 _RESULT_SCHEMA = "partition int, rows long, duplicates long, first_seq long, last_seq long"
 _json = msgspec.json.Encoder()
+# the header block of a row that carries only its message id
+_ID_HDR = b"NATS/1.0\r\nNats-Msg-Id: %b\r\n\r\n"
+
+
+def _check_id(msg_id: str) -> None:
+    """Refuse an id that is empty or cannot be a header value (CR, LF, NUL...)."""
+    from ..protocol.headers import encode_headers
+
+    if not msg_id:
+        raise SparkWriteError("a row's message id (its key column) is empty")
+    try:
+        encode_headers({"Nats-Msg-Id": msg_id})
+    except BadHeaderError as exc:
+        raise SparkWriteError(f"a row's message id {msg_id!r} cannot be sent: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -129,6 +143,8 @@ class _PartitionWriter:
         keys = batch.column(names.index(t.key_col)).to_pylist() if t.key_col is not None else None
         hcols = [(h, batch.column(names.index(h)).to_pylist()) for h in t.headers_cols]
         publish = self.js.publish_async
+        pub = self.js._publisher  # the window itself: rows with only an id skip the kwargs
+        try_publish = pub.try_publish
         append = self.inflight.append
         start = self.index
         for i in range(n):
@@ -150,12 +166,17 @@ class _PartitionWriter:
                 msg_id = str(key)
             else:
                 msg_id = f"{self.prefix}:{start + i}"
-            headers = (
-                ({h: str(col[i]) for h, col in hcols if col[i] is not None} or None)
-                if hcols
-                else None
-            )
-            fut = await publish(subject, data, headers=headers, msg_id=msg_id)
+            if hcols:
+                headers = {h: str(col[i]) for h, col in hcols if col[i] is not None} or None
+                fut = await publish(subject, data, headers=headers, msg_id=msg_id)
+            else:
+                headers = None
+                if not msg_id or not msg_id.isprintable():
+                    _check_id(msg_id)
+                hdr = _ID_HDR % msg_id.encode()
+                fut = try_publish(subject, data, hdr, None) or await pub.publish(
+                    subject, data, hdr, None
+                )
             append((fut, subject, data, headers, msg_id))
         self.index = start + n
         self._drain_done()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jetstream.embedded import NatsServer
-from jetstream.spark import SparkConfigError, foreach_batch_sink, write_dataframe
+from jetstream.spark import SparkConfigError, SparkWriteError, foreach_batch_sink, write_dataframe
 from tests.spark.helpers import make_stream, read_all, stream_state, write_parquet
 
 SCHEMA = "id long, value string"
@@ -122,6 +122,10 @@ def test_key_column_json_rows_headers_and_subject_column(
     assert (again.rows, again.duplicates) == (30, 30)
     got = read_all(url, "SINKJSON")
     assert len(got) == 30
+    bad = spark.createDataFrame([("a\nb", "x")], "key string, value string")
+    with pytest.raises(SparkWriteError, match="message id 'a\\\\nb' cannot be sent"):
+        write_dataframe(bad, url, job_id="j", subject="json.bad", key_col="key", mode="driver")
+    assert stream_state(url, "SINKJSON")[0] == 30
     by_key = {h["Nats-Msg-Id"]: (s, json.loads(d), h["tag"]) for s, d, _, h in got}
     assert by_key["k7"] == ("json.1", {"key": "k7", "subj": "json.1", "n": 7, "tag": "t1"}, "t1")
 
