@@ -451,6 +451,9 @@ class MessageStream(_PullBase, MessageReader):
                 self._report(JetStreamError(f"pull request refused: {desc}"))
             self._refill()
         elif status == 409 and ("leadership change" in low or "server shutdown" in low):
+            if "leadership change" in low:
+                # A new leader is in place: no need to wait out a 503 backoff.
+                self._cancel_retry()
             self._reset()
         elif status == 423:
             self._consumer._pin_id = None
@@ -477,6 +480,11 @@ class MessageStream(_PullBase, MessageReader):
         self._retry_timer = None
         self._refill()
 
+    def _cancel_retry(self) -> None:
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+            self._retry_timer = None
+
     def _expecting(self) -> bool:
         return self._out_msgs > 0
 
@@ -493,9 +501,7 @@ class MessageStream(_PullBase, MessageReader):
             self._reset()
 
     def _finish(self, error: BaseException | None) -> None:
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
-            self._retry_timer = None
+        self._cancel_retry()
         nc = self._nc
         if self._on_loss in nc._loss_hooks:
             nc._loss_hooks.remove(self._on_loss)

@@ -9,7 +9,13 @@ Scenarios measured:
      errors seen by the application, p99 publish-to-ack;
   3  a 3 s blackhole during pull consumption with 0.5 s heartbeats: time to the typed
      missed-heartbeat signal, time to resume after the heal;
-  4  a blackhole with 1 s pings: time to find the dead link, time to reconnect after the heal.
+  4  a blackhole with 1 s pings: time to find the dead link, time to reconnect after the heal;
+  7  ``consume()`` on an R3 consumer of a 3-node cluster while a publisher publishes with msg
+     ids, through a rolling restart (SIGTERM, SIGKILL, SIGTERM), a lame-duck consumer leader,
+     a 10 s SIGSTOP of the consumer leader and a leader step-down: for each step the time
+     until a message published after it is consumed, against 1 s after the later of the
+     raft groups having live leaders again and the first such publish being acked (there is
+     nothing to consume before both); acked publishes consumed; redeliveries.
 
 Run: ``.venv/bin/python -m tests.faults.report [--count N]``.
 """
@@ -22,8 +28,15 @@ import time
 
 import jetstream
 from jetstream import ConsumerConfig, NoHeartbeatError, StreamConfig
-from jetstream.embedded import NatsServer
+from jetstream.embedded import NatsCluster, NatsServer
 from tests.faults.proxy import FaultProxy
+from tests.faults.test_cluster_consume import (
+    Flow,
+    Step,
+    freeze_and_step_down,
+    lame_duck,
+    rolling_restart,
+)
 
 FAST = {"reconnect_time_wait": 0.05, "reconnect_jitter": 0.02, "max_reconnect_attempts": -1}
 Row = tuple[str, str, str, bool]
@@ -124,12 +137,57 @@ async def scenario_4(server: NatsServer) -> list[Row]:
     ]
 
 
+def _scenario_7_rows(label: str, steps: list[Step], flow: Flow) -> list[Row]:
+    rows: list[Row] = []
+    for s in steps:
+        bar = s.bar_from + 1.0
+        rows.append(
+            (
+                f"7 {s.what}: resume (election {s.election * 1000:.0f} ms,"
+                f" publish {s.publish * 1000:.0f} ms)",
+                f"{s.resume * 1000:.0f} ms",
+                f"<= {bar * 1000:.0f} ms",
+                s.resume <= bar,
+            )
+        )
+    consumed = len(flow.acked & flow.first.keys())
+    return [
+        *rows,
+        (
+            f"7 {label}: acked consumed",
+            f"{consumed}/{len(flow.acked)}",
+            "all",
+            consumed == len(flow.acked),
+        ),
+        (f"7 {label}: redeliveries", f"{flow.duplicates}", "counted", True),
+    ]
+
+
+async def scenario_7() -> list[Row]:
+    rows: list[Row] = []
+    scenarios = [
+        ("rolling restart", rolling_restart),
+        ("lame duck", lame_duck),
+        ("SIGSTOP + step-down", freeze_and_step_down),
+    ]
+    async with NatsCluster(size=3) as cluster:
+        for label, run in scenarios:
+            try:
+                steps, flow, _ = await run(cluster)
+            except AssertionError as exc:  # a stall past the test's bounds: report it
+                rows.append((f"7 {label}: {exc}"[:100], "stalled", "resumes", False))
+                continue
+            rows += _scenario_7_rows(label, steps, flow)
+    return rows
+
+
 async def main_async(count: int) -> list[Row]:
     rows: list[Row] = []
     with NatsServer() as server:
         rows += await scenario_1(server, count)
         rows += await scenario_3(server)
         rows += await scenario_4(server)
+    rows += await scenario_7()
     return rows
 
 
