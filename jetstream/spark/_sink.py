@@ -121,10 +121,35 @@ class _PartitionWriter:
         self.last_seq = max(self.last_seq, ack.seq)
 
     def _drain_done(self) -> None:
+        """Count the settled acks at the head of the window (``_count``, inlined: this
+        runs once per row)."""
         q = self.inflight
-        while q and q[0][0].done():
-            fut, *row = q.popleft()
-            self._settle(fut, tuple(row))
+        stream = self.t.stream
+        rows = dups = 0
+        first, last = self.first_seq, self.last_seq
+        try:
+            while q and q[0][0].done():
+                item = q.popleft()
+                fut = item[0]
+                if fut.exception() is not None:
+                    self._settle(fut, item[1:])
+                    continue
+                ack = fut.result()
+                if stream is not None and ack.stream != stream:
+                    self._count(ack)  # raises
+                rows += 1
+                if ack.duplicate:
+                    dups += 1
+                    continue
+                seq = ack.seq
+                if not first:
+                    first = seq
+                if seq > last:
+                    last = seq
+        finally:
+            self.rows += rows
+            self.duplicates += dups
+            self.first_seq, self.last_seq = first, last
 
     async def write(self, batch: pa.RecordBatch) -> None:
         t = self.t
