@@ -122,8 +122,11 @@ def connect(
         servers: one URL or several (``nats://``, ``tls://``, ``host:port``, IPv6 in
             brackets); tried in random order unless ``dont_randomize``. Credentials in
             a URL (``nats://user:pass@host`` or ``nats://token@host``) apply to it.
-        user, password, token: simple credentials.
-        nkeys_seed, nkeys_seed_file: an nkey user seed (needs the ``nkeys`` extra).
+        user: a user name, with ``password``.
+        password: the password of ``user``.
+        token: an authorization token.
+        nkeys_seed: an nkey user seed (needs the ``nkeys`` extra).
+        nkeys_seed_file: a file holding an nkey user seed.
         creds: a ``.creds`` file with a user JWT and its seed.
         tls: an ``SSLContext``; also implied by ``tls://`` or a server requiring TLS.
             Certificates and hostnames are verified by default.
@@ -132,10 +135,13 @@ def connect(
         max_reconnect_attempts: per server; -1 tries forever.
         reconnect_time_wait: seconds between attempts on the same server (plus jitter).
         reconnect_buf_size: bytes of publishes kept while disconnected.
-        ping_interval, max_outstanding_pings: how a dead link is detected.
+        ping_interval: seconds between keepalive PINGs (how a dead link is detected).
+        max_outstanding_pings: PINGs left unanswered before the link counts as dead.
         retry_on_failed_connect: when no server answers at first, return a client that
             keeps trying in the background instead of raising.
-        error_cb and the other callbacks: plain functions or coroutine functions.
+        error_cb: called with asynchronous errors. It and the other callbacks
+            (``disconnected_cb``, ``reconnected_cb``, ``closed_cb``...) may be plain
+            functions or coroutine functions.
 
     Raises:
         NoServersError: no server could be reached (the last failure is the cause).

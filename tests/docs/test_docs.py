@@ -1,0 +1,400 @@
+"""Every ```python block of docs/**/*.md, run against an embedded nats-server.
+
+The convention of the code blocks in the docs (checked here; a block that breaks it
+fails its page's test):
+
+- A ```python block is top-level code as you would type it into ``python -m asyncio``:
+  ``await`` works at the top level, and there is no ``asyncio.run()`` (a whole script
+  belongs in ``examples/``, where ``tests/examples`` runs it).
+- The blocks of one page run in order, in one namespace: a page is one session, so a
+  later block uses the ``nc`` or ``js`` an earlier block made. Pages read the server URL
+  with ``os.environ.get("NATS_URL", "nats://127.0.0.1:4222")``; this test sets
+  ``NATS_URL`` to its server.
+- Every page starts on a server without streams (and so without buckets): the test
+  deletes them all first. Clients the page left open are closed after it.
+- A block followed by a ```text block titled "Output" (```` ```text title="Output" ````)
+  must print exactly that text.
+- A block made only of snippet lines (``--8<-- "examples/<name>.py"``) shows an example
+  script; the file must exist in ``examples/``, whose own test runs it.
+- A block may not define a function or class that the page never uses (it would be
+  code nobody runs).
+- Runnable Python is tagged ``python``; ``py``, ``python3``, ``pycon`` and ``ipython``
+  are refused, so no sample escapes by its tag. A block that is not code meant to run
+  (the shape of an API, say) is preceded by ``<!-- docs-test: skip REASON -->``, with a
+  reason; keep these rare.
+- Shell blocks (``sh``, ``console``) are not run, but the example scripts and benchmark
+  modules they name must exist.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import io
+import re
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+import jetstream
+from jetstream import Client
+from jetstream.embedded import NatsServer
+from tests.examples.test_examples import CHECKS as EXAMPLE_CHECKS
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+EXAMPLES = ROOT / "examples"
+
+#: seconds a page may take, all its blocks together
+PAGE_TIMEOUT = 60.0
+
+_FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)(?P<attrs>.*)$")
+_SKIP = re.compile(r"^\s*<!--\s*docs-test:\s*skip\b(?P<reason>.*?)-->\s*$")
+_SNIPPET = re.compile(r'^-{2,}8<-{1,}\s+"(?P<path>[^"]+)"\s*$')
+_REFUSED_TAGS = {"py", "python3", "pycon", "ipython", "py3"}
+_SHELL_TAGS = {"sh", "shell", "bash", "console"}
+_TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+
+class ConventionError(AssertionError):
+    """A block of the docs does not follow the convention of this module."""
+
+
+@dataclass
+class Block:
+    """One fenced block of a page."""
+
+    page: str
+    line: int  # 1-based line of the first line of code (after the fence)
+    lang: str
+    attrs: str
+    code: str
+    end: int = 0  # 0-based index of the closing fence line
+    skip_reason: str | None = None
+    output: str | None = None  # the expected output, from a following Output block
+    snippets: list[str] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def parse_blocks(text: str, page: str) -> list[Block]:
+    """The fenced blocks of a Markdown page, with skip marks and Output blocks attached."""
+    lines = text.splitlines()
+    blocks: list[Block] = []
+    i = 0
+    pending_skip: str | None = None
+    while i < len(lines):
+        line = lines[i]
+        skip = _SKIP.match(line)
+        if skip is not None:
+            reason = skip.group("reason").strip()
+            if not reason:
+                raise ConventionError(f"{page}:{i + 1}: a docs-test skip mark needs a reason")
+            pending_skip = reason
+            i += 1
+            continue
+        m = _FENCE.match(line)
+        if m is None:
+            if line.strip():
+                pending_skip = None  # a skip mark applies to the very next block only
+            i += 1
+            continue
+        indent, fence = len(m.group("indent")), m.group("fence")
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines):
+            close = lines[j]
+            stripped = close.strip()
+            if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+                break
+            body.append(close[indent:] if close[:indent].strip() == "" else close)
+            j += 1
+        else:
+            raise ConventionError(f"{page}:{i + 1}: this code block is never closed")
+        block = Block(
+            page=page,
+            line=i + 2,
+            lang=m.group("lang").lower(),
+            attrs=m.group("attrs").strip(),
+            code="\n".join(body) + "\n",
+            end=j,
+            skip_reason=pending_skip,
+        )
+        pending_skip = None
+        if block.lang == "text" and 'title="Output"' in block.attrs:
+            previous = blocks[-1] if blocks else None
+            if previous is None or previous.lang != "python" or previous.output is not None:
+                raise ConventionError(f"{block.where}: an Output block must follow a python block")
+            if any(s.strip() for s in lines[previous.end + 1 : i]):
+                raise ConventionError(f"{block.where}: text between a block and its Output")
+            previous.output = block.code
+        blocks.append(block)
+        i = j + 1
+    return blocks
+
+
+def check_block(block: Block, page_text: str) -> None:
+    """Raise ``ConventionError`` when a python block breaks the convention."""
+    if block.lang in _REFUSED_TAGS:
+        raise ConventionError(
+            f"{block.where}: tag runnable code ```python (not ```{block.lang}), or mark it "
+            "<!-- docs-test: skip REASON -->"
+        )
+    if block.lang != "python":
+        return
+    if block.skip_reason is not None:
+        if block.output is not None:
+            raise ConventionError(f"{block.where}: a skipped block cannot have an Output")
+        return
+    lines = [s for s in block.code.splitlines() if s.strip()]
+    if not lines:
+        raise ConventionError(f"{block.where}: empty python block")
+    snippets = [_SNIPPET.match(s) for s in lines]
+    if any(snippets):
+        if not all(snippets):
+            raise ConventionError(f"{block.where}: a snippet block holds snippet lines only")
+        for s in snippets:
+            assert s is not None
+            path = (ROOT / s.group("path")).resolve()
+            if path.parent != EXAMPLES or path.suffix != ".py" or not path.is_file():
+                raise ConventionError(
+                    f"{block.where}: {s.group('path')!r} is not a script in examples/"
+                )
+            block.snippets.append(path.name)
+        if block.output is not None:
+            raise ConventionError(
+                f"{block.where}: an included example is checked by tests/examples, "
+                "not by an Output block"
+            )
+        return
+    try:
+        tree = ast.parse(block.code, block.where)  # top-level await parses
+    except SyntaxError as exc:
+        raise ConventionError(f"{block.where}: not valid Python: {exc}") from None
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "run"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "asyncio"
+        ):
+            raise ConventionError(
+                f"{block.where}: no asyncio.run() in a docs block: write top-level await, "
+                "or put the script in examples/ and include it with --8<--"
+            )
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            uses = len(re.findall(rf"\b{re.escape(node.name)}\b", page_text))
+            if uses < 2:
+                raise ConventionError(
+                    f"{block.where}: {node.name!r} is defined but never used on the page"
+                )
+
+
+def check_shell(block: Block) -> None:
+    """The example scripts and benchmark modules a shell block names must exist."""
+    if block.lang not in _SHELL_TAGS:
+        return
+    for name in re.findall(r"\bexamples/([\w-]+\.py)\b", block.code):
+        if not (EXAMPLES / name).is_file():
+            raise ConventionError(f"{block.where}: no example examples/{name}")
+    for name in re.findall(r"-m benchmarks\.(\w+)", block.code):
+        if not (ROOT / "benchmarks" / f"{name}.py").is_file():
+            raise ConventionError(f"{block.where}: no benchmark module benchmarks.{name}")
+
+
+def _pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md"))
+
+
+def _page_blocks(path: Path) -> tuple[str, list[Block]]:
+    text = path.read_text()
+    page = str(path.relative_to(ROOT))
+    blocks = parse_blocks(text, page)
+    for block in blocks:
+        check_block(block, text)
+        check_shell(block)
+    return text, blocks
+
+
+async def run_block(block: Block, namespace: dict[str, object]) -> str:
+    """Run one block in ``namespace``; returns what it printed."""
+    # Padding keeps the line numbers of a traceback those of the Markdown file.
+    source = "\n" * (block.line - 1) + block.code
+    code = compile(source, block.page, "exec", flags=_TOP_LEVEL_AWAIT)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = eval(code, namespace)
+        if asyncio.iscoroutine(result):
+            await result
+    return out.getvalue()
+
+
+# ------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def server(module_nats_server: NatsServer) -> Iterator[NatsServer]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NATS_URL", module_nats_server.url)
+        yield module_nats_server
+
+
+@pytest_asyncio.fixture
+async def clean_server(server: NatsServer) -> AsyncIterator[NatsServer]:
+    """The shared server with every stream (and bucket) deleted."""
+    async with jetstream.connect(server.url) as nc:
+        js = nc.jetstream()
+        names = [name async for name in js.stream_names()]
+        for name in names:
+            await js.delete_stream(name)
+    yield server
+
+
+# ------------------------------------------------------------------------------ the pages
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("path", _pages(), ids=lambda p: str(p.relative_to(DOCS)))
+async def test_page(path: Path, clean_server: NatsServer) -> None:
+    """Run the python blocks of one page in order and compare their Output blocks."""
+    _, blocks = _page_blocks(path)
+    namespace: dict[str, object] = {"__name__": "__docs__"}
+    ran = 0
+    try:
+        async with asyncio.timeout(PAGE_TIMEOUT):
+            for block in blocks:
+                if block.lang != "python" or block.skip_reason or block.snippets:
+                    continue
+                printed = await run_block(block, namespace)
+                ran += 1
+                if block.output is not None:
+                    assert printed.rstrip() == block.output.rstrip(), (
+                        f"{block.where}: printed\n{printed}\ninstead of the page's Output\n"
+                        f"{block.output}"
+                    )
+    finally:
+        for value in list(namespace.values()):
+            if isinstance(value, Client):
+                await value.close()
+    runnable = [b for b in blocks if b.lang == "python" and not b.skip_reason]
+    assert ran == len([b for b in runnable if not b.snippets])
+
+
+def test_the_docs_have_code_and_it_is_all_checked() -> None:
+    """The extraction finds the blocks; skip marks stay rare; every example is shown."""
+    blocks = [b for path in _pages() for b in _page_blocks(path)[1]]
+    python = [b for b in blocks if b.lang == "python"]
+    assert len(python) >= 40, f"only {len(python)} python blocks found: extraction broken?"
+    skipped = [b.where for b in python if b.skip_reason]
+    assert len(skipped) <= 3, f"too many skipped blocks: {skipped}"
+    outputs = [b for b in python if b.output is not None]
+    assert len(outputs) >= 5
+    shown = {name for b in python for name in b.snippets}
+    missing = set(EXAMPLE_CHECKS) - shown
+    assert not missing, f"examples not shown in the docs: {sorted(missing)}"
+
+
+# ------------------------------------------------------------------------------ the checker
+
+
+def _check_text(text: str) -> list[Block]:
+    blocks = parse_blocks(textwrap.dedent(text), "sample.md")
+    for block in blocks:
+        check_block(block, textwrap.dedent(text))
+        check_shell(block)
+    return blocks
+
+
+@pytest.mark.parametrize(
+    ("sample", "complaint"),
+    [
+        ("```py\nx = 1\n```\n", "tag runnable code"),
+        ("```python\nimport asyncio\nasyncio.run(main())\n```\n", "no asyncio.run"),
+        ("```python\nasync def helper() -> None:\n    pass\n```\n", "never used"),
+        ("```python\nx = (\n```\n", "not valid Python"),
+        ('```python\n--8<-- "examples/nope.py"\n```\n', "not a script in examples/"),
+        ('```python\n--8<-- "README.md"\n```\n', "not a script in examples/"),
+        ("<!-- docs-test: skip -->\n```python\nx = 1\n```\n", "needs a reason"),
+        ("```python\nx = 1\n", "never closed"),
+        ('```text title="Output"\n1\n```\n', "must follow a python block"),
+        (
+            '```python\n--8<-- "examples/kv_watch.py"\n```\n\n```text title="Output"\nx\n```\n',
+            "checked by tests/examples",
+        ),
+        (
+            "<!-- docs-test: skip shape -->\n```python\nx = 1\n```\n"
+            '```text title="Output"\n1\n```\n',
+            "cannot have an Output",
+        ),
+        ('```python\nx = 1\n```\nprose\n```text title="Output"\n1\n```\n', "text between"),
+        ("```sh\npython examples/nope.py\n```\n", "no example"),
+        ("```sh\npython -m benchmarks.bench_nope\n```\n", "no benchmark module"),
+    ],
+)
+def test_the_convention_is_enforced(sample: str, complaint: str) -> None:
+    with pytest.raises(ConventionError, match=complaint):
+        _check_text(sample)
+
+
+def test_the_convention_accepts_sessions_outputs_and_skips() -> None:
+    blocks = _check_text(
+        """
+        ```python
+        value = await asyncio.sleep(0, "x")
+
+        async def helper() -> str:
+            return value
+        ```
+
+        ```python
+        print(await helper())
+        ```
+
+        ```text title="Output"
+        x
+        ```
+
+        <!-- docs-test: skip an API shape, not code to run -->
+        ```python
+        def connect(servers: str = ..., *, name: str | None = None) -> Client: ...
+        ```
+
+        === "tab"
+
+            ```python
+            print(2)
+            ```
+        """
+    )
+    assert [b.lang for b in blocks] == ["python", "python", "text", "python", "python"]
+    assert blocks[1].output == "x\n"
+    assert blocks[3].skip_reason == "an API shape, not code to run"
+    assert blocks[4].code == "print(2)\n"
+
+
+@pytest.mark.asyncio
+async def test_blocks_share_a_namespace_and_output_is_captured() -> None:
+    blocks = _check_text(
+        """
+        ```python
+        import asyncio
+        n = await asyncio.sleep(0, 41)
+        ```
+
+        ```python
+        print(n + 1)
+        ```
+        """
+    )
+    namespace: dict[str, object] = {}
+    assert await run_block(blocks[0], namespace) == ""
+    assert await run_block(blocks[1], namespace) == "42\n"
