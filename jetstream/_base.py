@@ -352,8 +352,8 @@ class _ClientBase:
 
     def _flush_now(self) -> None:
         conn = self._conn
-        if conn is None or not self._wbuf:
-            return
+        if conn is None or not self._wbuf or not conn.writable:
+            return  # kept for the next connection when this one is going away
         buf = self._wbuf
         self._wbuf = bytearray()
         conn.write(buf)

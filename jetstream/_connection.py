@@ -161,6 +161,13 @@ class _Connection(asyncio.Protocol):
 
     # -- helpers ----------------------------------------------------------
 
+    @property
+    def writable(self) -> bool:
+        """False once the socket is failing or closing: bytes written now would be lost
+        (the loss itself is reported a loop iteration later)."""
+        t = self.transport
+        return t is not None and self.failure is None and not t.is_closing()
+
     def write(self, data: bytes | bytearray) -> None:
         t = self.transport
         if t is not None and not t.is_closing():

@@ -158,6 +158,28 @@ async def test_force_reconnect_and_server_hook(nats_server: NatsServer) -> None:
         await nc.close()
 
 
+async def test_publish_right_after_a_dropped_socket_waits_for_the_reconnect(
+    nats_server: NatsServer,
+) -> None:
+    # The socket is aborted, but the loss is only noticed on a later loop iteration:
+    # what is written in between (here a subscribe whose flush is already scheduled,
+    # then a publish) must stay in the buffer for the new connection, not go to the
+    # dead socket.
+    nc = await jetstream.connect(nats_server.url, **FAST)
+    try:
+        sub = await nc.subscribe("gap")
+        await nc.force_reconnect()
+        await nc.publish("gap", b"kept")
+        assert (await sub.next_msg(timeout=10)).data == b"kept"
+        assert nc.stats.reconnects == 1
+        # the SUB kept in the buffer and the re-made one are one subscription
+        await nc.flush()
+        with pytest.raises(jetstream.errors.TimeoutError):
+            await sub.next_msg(timeout=0.3)
+    finally:
+        await nc.close()
+
+
 async def test_permission_error_ends_only_that_subscription() -> None:
     auth = """
 authorization {
