@@ -20,7 +20,10 @@ Through a JetStream domain or API prefix (anything but ``$JS.API``), writes go t
 ``<prefix>.$KV.<bucket>.<key>`` (ADR-19; nats.go does the same): for a domain the
 server maps ``$JS.<domain>.API.$KV.>`` back to ``$KV.>``, and it is the only way
 across a leafnode, which denies a plain ``$KV.>`` between domains; across accounts
-the importing account imports ``$KV.>`` as ``<prefix>.$KV.>``. A mirror of a bucket
+the importing account imports ``$KV.>`` as ``<prefix>.$KV.>``. An account may instead
+import ``$KV.>`` as it is (the set-up nats-py expects): with an explicit API prefix, the
+first write of a handle probes both routes with a write that cannot be stored and keeps
+the one the stream answers. A mirror of a bucket
 in another domain or account writes through its ``external.api`` prefix instead.
 Reads, watches and listings always use the stream's own ``$KV.<bucket>.`` subjects
 (they go through the JetStream API).
@@ -31,13 +34,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..api import (
     DiscardPolicy,
     Placement,
+    PubAck,
     RePublish,
     StorageType,
     StoreCompression,
@@ -52,8 +56,10 @@ from ..errors import (
     KeyNotFoundError,
     KeyWrongLastSequenceError,
     MessageNotFoundError,
+    NoRespondersError,
     WrongLastSequenceError,
 )
+from ..errors import TimeoutError as NatsTimeoutError
 from ..protocol.headers import NATS_ROLLUP
 from .entry import (
     KV_OPERATION,
@@ -77,6 +83,8 @@ DEFAULT_API_PREFIX = "$JS.API"
 MAX_HISTORY = 64
 _DEFAULT_DUPLICATE_WINDOW = 120.0
 _DEL_HEADERS = {KV_OPERATION: "DEL"}
+# an expected last sequence no key reaches: the write is refused, nothing is stored
+_IMPOSSIBLE_SEQ = 2**63 - 1
 _PURGE_HEADERS = {KV_OPERATION: "PURGE", NATS_ROLLUP: "sub"}
 
 
@@ -284,6 +292,9 @@ class KeyValue:
         #: subject prefix writes go to: through the API prefix when it is not the
         #: default one (see the module docstring)
         self._put_pre = self._pre if api == DEFAULT_API_PREFIX else f"{api}.{self._pre}"
+        # an explicit API prefix (not a domain's) may come with either import of $KV.>:
+        # the first write finds out which (see _write)
+        self._route_known = js.domain is not None or api != js.api_prefix
         self._direct = bool(cfg.allow_direct or cfg.mirror_direct)
 
     def __repr__(self) -> str:
@@ -360,8 +371,39 @@ class KeyValue:
             MessageSizeExceedsMaximumError: the value is larger than ``max_value_size``.
         """
         validate_key(key)
-        ack = await self._js.publish(self._put_pre + key, value, ttl=ttl)
+        ack = await self._write(key, value, ttl=ttl)
         return ack.seq
+
+    async def _write(self, key: str, value: bytes, **kw: Any) -> PubAck:
+        """Publish a write of ``key`` on the bucket's write route."""
+        if not self._route_known and self._put_pre != self._pre:
+            await self._find_route(key)
+        return await self._js.publish(self._put_pre + key, value, **kw)
+
+    async def _find_route(self, key: str) -> None:
+        """Through an API prefix, writes go to ``<prefix>.$KV.…`` (ADR-19; the account
+        imports ``$KV.>`` under the prefix, as nats.go expects), but an account may import
+        ``$KV.>`` as it is (as nats-py expects). Before the first write, a probe that
+        cannot store anything (an impossible expected last sequence) tries the prefixed
+        subject, then the plain one; the one the stream answers is kept."""
+        probe_wait = min(self._js.timeout, 1.0)
+        for pre in (self._put_pre, self._pre):
+            try:
+                await self._js.publish(
+                    pre + key,
+                    b"",
+                    expected_last_subject_seq=_IMPOSSIBLE_SEQ,
+                    retry_attempts=0,
+                    timeout=probe_wait,
+                )
+            except WrongLastSequenceError:
+                self._put_pre = pre  # the stream answered: this route reaches it
+                break
+            except (NoRespondersError, NatsTimeoutError):
+                continue
+        # neither answered (a leader election?): keep the standard route and let the
+        # write itself retry
+        self._route_known = True
 
     async def update(
         self, key: str, value: bytes, last: int, *, ttl: float | str | None = None
@@ -374,9 +416,7 @@ class KeyValue:
         """
         validate_key(key)
         try:
-            ack = await self._js.publish(
-                self._put_pre + key, value, expected_last_subject_seq=last, ttl=ttl
-            )
+            ack = await self._write(key, value, expected_last_subject_seq=last, ttl=ttl)
         except WrongLastSequenceError as exc:
             if isinstance(exc, KeyWrongLastSequenceError):
                 raise
@@ -444,12 +484,8 @@ class KeyValue:
     ) -> int:
         validate_key(key)
         try:
-            ack = await self._js.publish(
-                self._put_pre + key,
-                b"",
-                headers=headers,
-                expected_last_subject_seq=last,
-                ttl=ttl,
+            ack = await self._write(
+                key, b"", headers=headers, expected_last_subject_seq=last, ttl=ttl
             )
         except WrongLastSequenceError as exc:
             if isinstance(exc, KeyWrongLastSequenceError):

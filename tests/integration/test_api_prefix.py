@@ -5,9 +5,11 @@ API prefix: one server, two accounts. Account A has JetStream and exports its AP
 no JetStream of its own and imports A's API as ``JS.A.API.>``, ``$KV.>`` as
 ``JS.A.API.$KV.>`` (ADR-19: KV writes go through the API prefix) and ``$O.>`` as is
 (ADR-20 gives object store subjects no prefixed form; nats.go publishes them plain).
-The API export needs ``response_type: stream``: a pull request (watch, history, keys,
-object reads) is answered by many messages, and the default singleton response lets
-only the first one through.
+Account C imports ``$KV.>`` as it is (what nats-py expects); our bucket finds that
+route with a probe before its first write. The API export needs
+``response_type: stream``: a pull request (watch, history, keys, object reads) is
+answered by many messages, and the default singleton response lets only the first one
+through.
 
 Domain: a hub server (domain ``hub``) and a leaf server (domain ``leaf``, JetStream of
 its own) joined by a leafnode. A client of the leaf reaches the hub's buckets with
@@ -65,6 +67,13 @@ accounts {{
       {{ service: {{ account: A, subject: "$O.>" }} }}
     ]
   }}
+  C {{
+    users: [ {{ user: c, password: c }} ]
+    imports: [
+      {{ service: {{ account: A, subject: "$JS.API.>" }}, to: "{PREFIX}.>" }}
+      {{ service: {{ account: A, subject: "$KV.>" }} }}
+    ]
+  }}
 }}
 """
 
@@ -120,6 +129,39 @@ async def nc_b(accounts_server: NatsServer) -> AsyncIterator[Client]:
         yield nc
 
 
+async def test_key_value_where_kv_subjects_are_imported_as_they_are(
+    accounts_server: NatsServer, nc_a: Client
+) -> None:
+    # Account C imports $KV.> without the prefix (the set-up nats-py expects): the first
+    # write finds that only the plain subject is answered and the bucket keeps using it.
+    js_a = nc_a.jetstream()
+    await js_a.create_key_value(bucket="plain", history=5)
+    try:
+        async with jetstream.connect(accounts_server.url, user="c", password="c") as nc_c:
+            kv = await nc_c.jetstream(api_prefix=PREFIX).key_value("plain")
+            wire = await nc_c.subscribe(f"{PREFIX}.$KV.plain.>")
+            await nc_c.flush()
+            r1 = await kv.put("k", b"1")
+            r2 = await kv.update("k", b"2", last=r1)
+            await kv.delete("k")
+            with pytest.raises(KeyDeletedError):
+                await kv.get("k")
+            assert (await kv.history("k"))[1].revision == r2
+            # once the route is known, later writes go straight to the plain subject
+            await nc_c.flush()
+            prefixed = 0
+            while True:
+                try:
+                    await wire.next_msg(timeout=0.2)
+                    prefixed += 1
+                except jetstream.errors.TimeoutError:
+                    break
+            assert prefixed == 1
+        assert (await (await js_a.key_value("plain")).get("k", revision=r2)).value == b"2"
+    finally:
+        await js_a.delete_key_value("plain")
+
+
 async def test_account_b_has_no_jetstream_of_its_own(nc_b: Client) -> None:
     with pytest.raises(jetstream.errors.JetStreamNotEnabledError):
         await nc_b.jetstream(timeout=1.0).account_info()
@@ -143,6 +185,12 @@ async def test_key_value_through_an_api_prefix(nc_a: Client, nc_b: Client) -> No
         await nc_b.flush()
         await nc_a.flush()
         r1 = await kv.put("a.b", b"one")
+        # the first write of the handle is preceded by a probe of the route (it carries
+        # an impossible expected sequence, so nothing is stored)
+        probe = await wire_b.next_msg(timeout=2)
+        assert (probe.subject, probe.data) == (f"{PREFIX}.$KV.cfg.a.b", b"")
+        assert probe.headers["Nats-Expected-Last-Subject-Sequence"] == str(2**63 - 1)
+        await wire_a.next_msg(timeout=2)
         sent = await wire_b.next_msg(timeout=2)
         landed = await wire_a.next_msg(timeout=2)
         assert (sent.subject, sent.data) == (f"{PREFIX}.$KV.cfg.a.b", b"one")
