@@ -9,7 +9,7 @@ import pytest
 import pytest_asyncio
 
 import jetstream
-from jetstream import ConsumerConfig, NoHeartbeatError, StreamConfig
+from jetstream import AckPolicy, ConsumerConfig, NoHeartbeatError, StreamConfig
 from jetstream.embedded import NatsServer
 from tests.faults.proxy import FaultProxy
 
@@ -40,6 +40,33 @@ async def test_one_byte_fragments_both_ways(proxy: FaultProxy) -> None:
         for i in range(200):
             await js.publish("f", str(i).encode(), msg_id=f"m{i}")
         assert (await s.info()).state.messages == 200
+
+
+async def test_publishes_through_fragments_latency_and_a_throttle(proxy: FaultProxy) -> None:
+    """Scenario 2: pipelined publishes with msg ids through 1-byte pieces, 200 ms of added
+    latency and a 1 MB/s throttle, then read back through the same link: exact counts."""
+    proxy.fragment = 1
+    proxy.latency = 0.2
+    proxy.throttle = 1_000_000
+    n = 300
+    async with jetstream.connect(proxy.url, **FAST) as nc:
+        js = nc.jetstream(timeout=30)
+        s = await js.create_stream(StreamConfig(name="SLOW", subjects=["slow"]))
+        futs = [await js.publish_async("slow", str(i).encode(), msg_id=f"s{i}") for i in range(n)]
+        acks = await asyncio.gather(*futs)
+        assert sorted(a.seq for a in acks) == list(range(1, n + 1))
+        assert not any(a.duplicate for a in acks)
+        # the same ids again (a retrying producer): every one a duplicate, nothing stored
+        again = [await js.publish("slow", b"x", msg_id=f"s{i}") for i in range(0, n, 30)]
+        assert all(a.duplicate for a in again)
+        assert (await s.info()).state.messages == n
+        consumer = await s.create_consumer(ConsumerConfig(ack_policy=AckPolicy.EXPLICIT))
+        got: list[bytes] = []
+        while len(got) < n:
+            for m in await consumer.fetch(100, expires=10):
+                got.append(m.data)
+                await m.ack()
+        assert got == [str(i).encode() for i in range(n)]
 
 
 async def test_publishes_with_msg_ids_survive_connection_cuts(proxy: FaultProxy) -> None:
