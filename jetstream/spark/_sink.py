@@ -387,50 +387,20 @@ class ForeachBatchSink:
             self._checked = run_sync(_check_stream(self._target))
         return self._checked
 
+    def write(self, df: DataFrame, id_base: str, batch_id: int = 0) -> BatchReport:
+        """Check, then write ``df`` with the row ids ``<id_base>:<partition>:<row>``."""
+        self.check(df)
+        self.last_report = _run_batch(self._target, df, id_base, batch_id, self._mode)
+        return self.last_report
+
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        self.check(batch_df)
         query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
         if not query_id:
             raise SparkConfigError(
                 "no streaming query id: use this sink with writeStream.foreachBatch, "
                 "or write_dataframe(..., job_id=...) for a batch job"
             )
-        self.last_report = _run_batch(
-            self._target, batch_df, f"{query_id}:{batch_id}", batch_id, self._mode
-        )
-
-
-def _target(
-    servers: str | Sequence[str],
-    subject: str | None,
-    subject_col: str | None,
-    value_col: str | None,
-    headers_cols: Sequence[str],
-    key_col: str | None,
-    stream: str | None,
-    max_pending: int,
-    retries: int,
-    min_duplicate_window: float,
-    connect_options: dict[str, Any],
-) -> _Target:
-    if (subject is None) == (subject_col is None):
-        raise SparkConfigError("give exactly one of subject= and subject_col=")
-    if subject is None and stream is None:
-        raise SparkConfigError("with subject_col=, give stream= so it can be checked")
-    if max_pending < 1:
-        raise SparkConfigError("max_pending must be at least 1")
-    return _Target(
-        ConnectSpec.make(servers, **connect_options),
-        subject,
-        subject_col,
-        value_col,
-        tuple(headers_cols),
-        key_col,
-        stream,
-        max_pending,
-        retries,
-        min_duplicate_window,
-    )
+        self.write(batch_df, f"{query_id}:{batch_id}", batch_id)
 
 
 def foreach_batch_sink(
@@ -478,58 +448,37 @@ def foreach_batch_sink(
         SparkWriteError: rows that could not be confirmed (the batch fails; Spark's retry
             or a restart from the checkpoint writes them again, deduplicated).
     """
-    target = _target(
-        servers,
+    if (subject is None) == (subject_col is None):
+        raise SparkConfigError("give exactly one of subject= and subject_col=")
+    if subject is None and stream is None:
+        raise SparkConfigError("with subject_col=, give stream= so it can be checked")
+    if max_pending < 1:
+        raise SparkConfigError("max_pending must be at least 1")
+    target = _Target(
+        ConnectSpec.make(servers, **connect_options),
         subject,
         subject_col,
         value_col,
-        headers_cols,
+        tuple(headers_cols),
         key_col,
         stream,
         max_pending,
         retries,
         min_duplicate_window,
-        connect_options,
     )
     return ForeachBatchSink(target, mode)
 
 
 def write_dataframe(
-    df: DataFrame,
-    servers: str | Sequence[str],
-    *,
-    job_id: str,
-    subject: str | None = None,
-    subject_col: str | None = None,
-    value_col: str | None = "value",
-    headers_cols: Sequence[str] = (),
-    key_col: str | None = None,
-    stream: str | None = None,
-    max_pending: int = 4000,
-    mode: Literal["executors", "driver"] = "executors",
-    retries: int = 5,
-    min_duplicate_window: float = 60.0,
-    **connect_options: Any,
+    df: DataFrame, servers: str | Sequence[str], *, job_id: str, **options: Any
 ) -> BatchReport:
-    """Write a (batch) DataFrame to a stream; the rows' ids are
-    ``<job_id>:<partition>:<row index>`` unless ``key_col`` is given, so running the same
-    job again with the same ``job_id`` stores nothing twice. Options as
-    ``foreach_batch_sink``; returns what was stored."""
+    """Write a (batch) DataFrame to a stream and return what was stored.
+
+    The rows' ids are ``<job_id>:<partition>:<row index>`` unless ``key_col`` is given,
+    so running the same job again with the same ``job_id`` stores nothing twice (within
+    the duplicate window). The options are those of ``foreach_batch_sink``; the checks
+    it makes at query start are made here before anything is sent.
+    """
     if not job_id or any(c in job_id for c in " \t\r\n"):
         raise SparkConfigError(f"job_id must be a non-empty token, not {job_id!r}")
-    target = _target(
-        servers,
-        subject,
-        subject_col,
-        value_col,
-        headers_cols,
-        key_col,
-        stream,
-        max_pending,
-        retries,
-        min_duplicate_window,
-        connect_options,
-    )
-    _check_columns(target, df.columns)
-    run_sync(_check_stream(target))
-    return _run_batch(target, df, job_id, 0, mode)
+    return foreach_batch_sink(servers, **options).write(df, job_id)
