@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import TimeoutError as NatsTimeoutError
 from ..protocol.headers import Headers
 from ._output import Output
 from ._session import Session
 from ._util import CliError, b64, bounded, headers_dict
+
+if TYPE_CHECKING:
+    from ..message import Msg
+    from ..subscription import Subscription
 
 __all__ = [
     "body_of",
@@ -116,23 +120,29 @@ async def cmd_pub(s: Session) -> int:
     return 0
 
 
-async def cmd_sub(s: Session) -> int:
-    a, out = s.args, s.out
-    sub = await s.nc.subscribe(a.subject, queue=a.queue or None)
-    await s.nc.flush(timeout=s.timeout)  # the server has the SUB: nothing published now is missed
-    group = f" in queue group {a.queue}" if a.queue else ""
-    out.info(f'Subscribing on "{a.subject}"{group}')
+async def _incoming(s: Session, sub: Subscription, what: str) -> AsyncIterator[tuple[int, Msg]]:
+    """``(n, msg)`` for each message, until ``--count`` messages or ``--wait`` seconds
+    without one (short of ``--count``: an error naming ``what`` was expected)."""
+    a = s.args
     n = 0
     while a.count is None or n < a.count:
         try:
             msg = await sub.next_msg(timeout=a.wait)
         except NatsTimeoutError:
             if a.count is not None:
-                raise CliError(
-                    f"received {n} of {a.count} messages: none for {a.wait:g}s"
-                ) from None
-            break
+                raise CliError(f"got {n} of {a.count} {what}: none for {a.wait:g}s") from None
+            return
         n += 1
+        yield n, msg
+
+
+async def cmd_sub(s: Session) -> int:
+    a, out = s.args, s.out
+    sub = await s.nc.subscribe(a.subject, queue=a.queue or None)
+    await s.nc.flush(timeout=s.timeout)  # the server has the SUB: nothing published now is missed
+    group = f" in queue group {a.queue}" if a.queue else ""
+    out.info(f'Subscribing on "{a.subject}"{group}')
+    async for n, msg in _incoming(s, sub, "messages"):
         print_msg(
             out,
             n,
@@ -171,17 +181,7 @@ async def cmd_reply(s: Session) -> int:
     sub = await s.nc.subscribe(a.subject, queue=a.queue or None)
     await s.nc.flush(timeout=s.timeout)
     out.info(f'Listening on "{a.subject}" for requests')
-    n = 0
-    while a.count is None or n < a.count:
-        try:
-            msg = await sub.next_msg(timeout=a.wait)
-        except NatsTimeoutError:
-            if a.count is not None:
-                raise CliError(
-                    f"answered {n} of {a.count} requests: none for {a.wait:g}s"
-                ) from None
-            break
-        n += 1
+    async for n, msg in _incoming(s, sub, "requests"):
         if not msg.reply:
             out.warn(f'a message on "{msg.subject}" has no reply subject; not answered')
             continue

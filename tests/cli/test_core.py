@@ -44,7 +44,7 @@ def test_sub_receives_what_pub_publishes(cli: Cli) -> None:
 
     assert raw.wait().stdout == "from stdin\n"
     assert quiet.wait().stdout == ""  # --wait without --count: silence ends it, status 0
-    assert "received 0 of 2 messages" in short.wait(1).stderr
+    assert "got 0 of 2 messages" in short.wait(1).stderr
 
 
 def test_req_and_reply(cli: Cli) -> None:
