@@ -33,6 +33,7 @@ lint: $(STAMP)
 
 types: $(STAMP)
 	$(BIN)/mypy --strict jetstream
+	$(BIN)/mypy --strict examples
 
 test: lint types
 	$(BIN)/python -m pytest -q

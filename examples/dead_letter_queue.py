@@ -13,9 +13,7 @@ Run: ``python examples/dead_letter_queue.py`` (server at ``$NATS_URL``, default
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import os
 from collections.abc import AsyncIterable
 
 import jetstream
@@ -99,17 +97,7 @@ async def run(url: str) -> None:
             await js.delete_stream(DLQ)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--embedded", action="store_true", help="start a nats-server of our own")
-    if parser.parse_args().embedded:
-        from jetstream.embedded import NatsServer
-
-        with NatsServer() as server:
-            asyncio.run(run(server.url))
-    else:
-        asyncio.run(run(os.environ.get("NATS_URL", "nats://127.0.0.1:4222")))
-
-
 if __name__ == "__main__":
-    main()
+    from _runner import main
+
+    main(run, __doc__)

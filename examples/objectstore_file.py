@@ -11,10 +11,7 @@ Run: ``python examples/objectstore_file.py`` (server at ``$NATS_URL``, default
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import hashlib
-import os
 import pathlib
 import tempfile
 
@@ -48,20 +45,12 @@ async def run(url: str, workdir: pathlib.Path) -> None:
             await js.delete_object_store(BUCKET)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--embedded", action="store_true", help="start a nats-server of our own")
-    args = parser.parse_args()
+async def run_in_a_temporary_folder(url: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        if args.embedded:
-            from jetstream.embedded import NatsServer
-
-            with NatsServer() as server:
-                asyncio.run(run(server.url, pathlib.Path(tmp)))
-        else:
-            url = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
-            asyncio.run(run(url, pathlib.Path(tmp)))
+        await run(url, pathlib.Path(tmp))
 
 
 if __name__ == "__main__":
-    main()
+    from _runner import main
+
+    main(run_in_a_temporary_folder, __doc__)

@@ -47,10 +47,11 @@ async def setup(url: str) -> dict[tuple[str, str], int]:
         start = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
         for i in range(ORDERS):
             ts = start + dt.timedelta(seconds=i * 180 / ORDERS)  # three minutes of orders
-            order = {"user": rng.choice(USERS), "amount": rng.randint(1, 100), "ts": ts.isoformat()}
-            await js.publish_async(f"orders.{order['user']}", json.dumps(order).encode())
-            key = (ts.strftime("%H:%M"), str(order["user"]))
-            expected[key] = expected.get(key, 0) + int(order["amount"])
+            user, amount = rng.choice(USERS), rng.randint(1, 100)
+            order = {"user": user, "amount": amount, "ts": ts.isoformat()}
+            await js.publish_async(f"orders.{user}", json.dumps(order).encode())
+            key = (ts.strftime("%H:%M"), user)
+            expected[key] = expected.get(key, 0) + amount
         await js.publish_async_complete(timeout=30)
     return expected
 
