@@ -75,6 +75,7 @@ def run_query(spark: Any, url: str, checkpoint: str) -> None:
 
     from jetstream.spark import foreach_batch_sink, register
 
+    # --8<-- [start:source]
     register(spark)
     orders = (
         spark.readStream.format("jetstream")
@@ -89,6 +90,7 @@ def run_query(spark: Any, url: str, checkpoint: str) -> None:
         )
         .select("o.*")
     )
+    # --8<-- [end:source]
     totals = (
         orders.groupBy(F.window("ts", "1 minute").alias("w"), "user")
         .agg(F.sum("amount").alias("total"))
@@ -98,6 +100,7 @@ def run_query(spark: Any, url: str, checkpoint: str) -> None:
             "total",
         )
     )
+    # --8<-- [start:sink]
     sink = foreach_batch_sink(url, subject="totals.minute", stream="TOTALS", value_col=None)
     query = (
         totals.writeStream.outputMode("update")
@@ -105,6 +108,7 @@ def run_query(spark: Any, url: str, checkpoint: str) -> None:
         .option("checkpointLocation", checkpoint)
         .start()
     )
+    # --8<-- [end:sink]
     try:
         query.processAllAvailable()
     finally:
