@@ -36,10 +36,12 @@ from typing import Any, TypeVar
 
 __all__ = [
     "Measurement",
+    "Workload",
     "arg_parser",
     "best_of",
     "best_of_async",
     "format_table",
+    "measure_workloads",
     "race",
     "report",
     "run_on_loop",
@@ -201,6 +203,25 @@ async def best_of_async(run: Callable[[], Awaitable[float]], repeat: int) -> flo
         gc.collect()
         best = min(best, await run())
     return best
+
+
+#: (label, operations per run, a run that times itself and returns seconds)
+Workload = tuple[str, int, Callable[[], Awaitable[float]]]
+
+
+async def measure_workloads(
+    impl: str, workloads: Sequence[Workload], *, repeat: int, only: str = "", unit: str = "ops/s"
+) -> list[Measurement]:
+    """Time each workload of one implementation (best of ``repeat``), printing each rate as
+    it comes; ``only`` keeps the workloads whose label contains it."""
+    out: list[Measurement] = []
+    for label, ops, run in workloads:
+        if only and only not in label:
+            continue
+        seconds = await best_of_async(run, repeat)
+        out.append(Measurement(label, impl, seconds, ops))
+        print(f"  {impl:9s} {label:26s} {ops / seconds:12,.0f} {unit}", flush=True)
+    return out
 
 
 def run_on_loop(coro: Coroutine[Any, Any, T], loop: str) -> T:

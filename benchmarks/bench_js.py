@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
@@ -27,7 +26,14 @@ from nats.js.api import StorageType as NStorageType
 from nats.js.api import StreamConfig as NStreamConfig
 
 import jetstream
-from benchmarks._report import Measurement, arg_parser, best_of_async, report, run_on_loop
+from benchmarks._report import (
+    Measurement,
+    Workload,
+    arg_parser,
+    measure_workloads,
+    report,
+    run_on_loop,
+)
 from jetstream import ConsumerConfig, StreamConfig
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
@@ -241,7 +247,7 @@ async def main_async(args: Any) -> list[Measurement]:
         for impl_cls in (Ours, Theirs):
             async with impl_cls(server.url) as impl:
                 name = impl.name
-                workloads: list[tuple[str, int, Callable[[], Awaitable[float]]]] = [
+                workloads: list[Workload] = [
                     ("sync publish", n // 10, lambda: impl.sync_publish(n // 10)),
                     ("publish_async", n, lambda: impl.async_publish(n)),
                     ("fetch+ack batch 100", n, lambda: impl.fetch_ack(n, 100)),
@@ -251,12 +257,9 @@ async def main_async(args: Any) -> list[Measurement]:
                     ("ack_sync", n // 20, lambda: impl.ack_sync(n // 20)),
                     ("ack_sync 100 at a time", n // 10, lambda: impl.ack_sync(n // 10, 100)),
                 ]
-                for label, ops, run in workloads:
-                    if args.only and args.only not in label:
-                        continue
-                    seconds = await best_of_async(run, args.repeat)
-                    results.append(Measurement(label, name, seconds, ops))
-                    print(f"  {name:9s} {label:22s} {ops / seconds:12,.0f} msg/s", flush=True)
+                results += await measure_workloads(
+                    name, workloads, repeat=args.repeat, only=args.only, unit="msg/s"
+                )
     return results
 
 

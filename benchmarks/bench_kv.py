@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
@@ -23,7 +22,14 @@ from nats.js.api import KeyValueConfig as NKeyValueConfig
 from nats.js.api import StorageType as NStorageType
 
 import jetstream
-from benchmarks._report import Measurement, arg_parser, best_of_async, report, run_on_loop
+from benchmarks._report import (
+    Measurement,
+    Workload,
+    arg_parser,
+    measure_workloads,
+    report,
+    run_on_loop,
+)
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
 
@@ -154,17 +160,14 @@ async def main_async(args: Any) -> list[Measurement]:
         for impl_cls in (Ours, Theirs):
             async with impl_cls(server.url) as impl:
                 name = impl.name
-                workloads: list[tuple[str, int, Callable[[], Awaitable[float]]]] = [
+                workloads: list[Workload] = [
                     ("put", n, lambda: impl.put(n)),
                     ("get", n, lambda: impl.get(n)),
                     ("watch (until up to date)", n, lambda: impl.watch(n)),
                 ]
-                for label, ops, run in workloads:
-                    if args.only and args.only not in label:
-                        continue
-                    seconds = await best_of_async(run, args.repeat)
-                    results.append(Measurement(label, name, seconds, ops))
-                    print(f"  {name:9s} {label:26s} {ops / seconds:12,.0f} ops/s", flush=True)
+                results += await measure_workloads(
+                    name, workloads, repeat=args.repeat, only=args.only, unit="ops/s"
+                )
     return results
 
 

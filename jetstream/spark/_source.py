@@ -42,7 +42,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from ..api import DeliverPolicy
 from ..errors import NatsError, StreamNotFoundError
-from ._common import ConnectSpec, SparkConfigError
+from ._common import ConnectSpec, SparkConfigError, run_sync
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -279,18 +279,12 @@ def _read_range(opts: _Options, first: int, end: int) -> Iterator[tuple[Any, ...
             loop.close()
 
 
-def _run(coro: Any) -> Any:
-    from ._common import run_sync
-
-    return run_sync(coro)
-
-
 class _StreamReader(DataSourceStreamReader):
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
 
     def initialOffset(self) -> dict[str, int]:
-        start, _ = _run(_bounds(self.opts))
+        start, _ = run_sync(_bounds(self.opts))
         return {"seq": start}
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -299,7 +293,7 @@ class _StreamReader(DataSourceStreamReader):
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        _, latest = _run(_bounds(self.opts))
+        _, latest = run_sync(_bounds(self.opts))
         end = max(latest, start["seq"])
         if isinstance(limit, ReadMaxRows):
             end = min(end, start["seq"] + limit.max_rows)
@@ -322,7 +316,7 @@ class _BatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[SeqRange]:
-        start, latest = _run(_bounds(self.opts))
+        start, latest = run_sync(_bounds(self.opts))
         end = latest if self.opts.end_seq is None else min(latest, self.opts.end_seq + 1)
         return _split(start, end, self.opts.partitions)
 

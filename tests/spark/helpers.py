@@ -64,11 +64,10 @@ def read_all(url: str, name: str) -> list[tuple[str, bytes, int, dict[str, str]]
                 return out
             oc = await stream.ordered_consumer()
             async with oc.messages(max_messages=1000) as it:
-                async for m in it:
+                while len(out) < total:
+                    m = await it.next(timeout=30)
                     h = {k: m.headers[k] for k in m.headers} if m.raw_headers else {}
                     out.append((m.subject, m.data, m.metadata.sequence.stream, h))
-                    if len(out) == total:
-                        break
             return out
 
     return asyncio.run(go())
