@@ -24,6 +24,7 @@ class RequestMux:
     def __init__(self, client: Client, prefix: str, sid: int) -> None:
         self.client = client
         self.prefix = prefix
+        self.prefix_b = prefix.encode()
         self.cut = len(prefix)
         self.sid = sid
         self.subject = prefix + "*"

@@ -194,8 +194,10 @@ class Client(_ClientBase):
         data: bytes | bytearray | memoryview,
         reply: bytes,
         hdr: bytes | None,
+        now: bool = False,
     ) -> None:
-        """Buffer a message whose reply subject the client made itself (not validated)."""
+        """Buffer a message whose reply subject the client made itself (not validated);
+        with ``now``, write it at once (someone waits for the answer)."""
         if self._closed:
             raise ConnectionClosedError(f"cannot publish to {subject!r}: the connection is closed")
         pre = self._pub_prefixes.get(subject)
@@ -216,7 +218,7 @@ class Client(_ClientBase):
         wbuf += b"\r\n"
         self._out_msgs += 1
         self._out_bytes += size
-        if len(wbuf) >= FLUSH_THRESHOLD:
+        if now or len(wbuf) >= FLUSH_THRESHOLD:
             self._flush_now()
         elif not self._flush_scheduled:
             self._flush_scheduled = True
@@ -389,14 +391,19 @@ class Client(_ClientBase):
         """
         self._check_open()
         mux = self._mux or self._request_mux()
-        token = str(next(mux.tokens))
+        hdr = encode_headers(headers) if headers else None
+        n = next(mux.tokens)
+        token = str(n)
         fut: asyncio.Future[Msg] = self._loop.create_future()
         mux.waiters[token] = fut
         try:
-            await self.publish(subject, data, reply=mux.prefix + token, headers=headers)
-            # Someone waits for the answer: write now rather than at the end of this
-            # loop iteration (one iteration, one poll less per request).
-            self._flush_now()
+            # Someone waits for the answer: written now rather than at the end of this
+            # loop iteration (no flush callback, so no extra loop iteration per request).
+            # The reply subject is ours: not validated, not cached.
+            self._publish_to_reply(subject, data, b"%b%d" % (mux.prefix_b, n), hdr, now=True)
+            conn = self._conn
+            if conn is not None and conn.write_paused:
+                await self._wait_writable()
             async with asyncio.timeout(timeout):
                 msg = await fut
         except TimeoutError as exc:

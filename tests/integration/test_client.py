@@ -213,6 +213,14 @@ async def test_bad_input_is_refused_before_sending(nats_url: str) -> None:
                 await nc.subscribe(bad)
         with pytest.raises(BadSubjectError):
             await nc.subscribe("ok", queue="bad queue")
+        # requests check the same before anything is written, and leave no waiter
+        with pytest.raises(BadSubjectError):
+            await nc.request("a..b", b"x", timeout=5)
+        with pytest.raises(BadHeaderError):
+            await nc.request("ok", b"x", timeout=5, headers={"k": "a\r\nb"})
+        with pytest.raises(MaxPayloadError):
+            await nc.request("ok", b"x" * (nc.server_info.max_payload + 1), timeout=5)
+        assert nc._mux is not None and nc._mux.waiters == {}
         assert nc.stats.out_msgs == before
         # the connection stays up and nothing was sent
         await nc.publish("after", b"ok")
