@@ -511,18 +511,23 @@ class MessageStream(_PullBase, MessageReader):
 
     # -- the reader side -----------------------------------------------------------------
 
-    async def __anext__(self) -> JsMsg:
+    def _take(self) -> JsMsg | None:
         buf = self._buf
+        if not buf:
+            return None
+        msg = buf.popleft()
+        if self._track_bytes:
+            self._buf_bytes -= msg._size
+            if not self._closed:
+                self._refill()
+        elif self._out_msgs + len(buf) <= self._thr_msgs and not self._closed:
+            self._refill()
+        return msg
+
+    async def __anext__(self) -> JsMsg:
         while True:
-            if buf:
-                msg = buf.popleft()
-                if self._track_bytes:
-                    self._buf_bytes -= msg._size
-                    if not self._closed:
-                        self._refill()
-                elif self._out_msgs + len(buf) <= self._thr_msgs and not self._closed:
-                    self._refill()
-                return msg
+            if self._buf:
+                return self._take()  # type: ignore[return-value]
             if self._closed or self._draining:
                 if self._error is not None:
                     raise self._error

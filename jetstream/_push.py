@@ -128,14 +128,19 @@ class PushStream(MessageReader):
 
     # -- reader side -------------------------------------------------------------------
 
+    def _take(self) -> JsMsg | None:
+        if not self._buf:
+            return None
+        msg = self._buf.popleft()
+        self._taken += 1
+        if self._fc:
+            self._answer_flow_control()
+        return msg
+
     async def __anext__(self) -> JsMsg:
         while True:
             if self._buf:
-                msg = self._buf.popleft()
-                self._taken += 1
-                if self._fc:
-                    self._answer_flow_control()
-                return msg
+                return self._take()  # type: ignore[return-value]
             if self._closed or self._draining:
                 if self._error is not None:
                     raise self._error

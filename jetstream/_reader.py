@@ -46,6 +46,10 @@ class MessageReader:
     async def __anext__(self) -> JsMsg:
         raise NotImplementedError
 
+    def _take(self) -> JsMsg | None:
+        """The next buffered message with its bookkeeping, or None (no waiting)."""
+        raise NotImplementedError
+
     def _start(self) -> None:
         raise NotImplementedError
 

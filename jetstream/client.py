@@ -195,14 +195,17 @@ class Client(_ClientBase):
         reply: bytes,
         hdr: bytes | None,
         now: bool = False,
+        pre: bytes | None = None,
     ) -> None:
         """Buffer a message whose reply subject the client made itself (not validated);
-        with ``now``, write it at once (someone waits for the answer)."""
+        with ``now``, write it at once (someone waits for the answer). ``pre``: the
+        ``PUB <subject> `` prefix of a subject the server gave us (not validated)."""
         if self._closed:
             raise ConnectionClosedError(f"cannot publish to {subject!r}: the connection is closed")
-        pre = self._pub_prefixes.get(subject)
         if pre is None:
-            pre = self._pub_prefix(subject)
+            pre = self._pub_prefixes.get(subject)
+            if pre is None:
+                pre = self._pub_prefix(subject)
         wbuf = self._wbuf
         size = len(data) if hdr is None else len(data) + len(hdr)
         if size > self._fast_limit and (
@@ -389,9 +392,20 @@ class Client(_ClientBase):
             TimeoutError: no reply within ``timeout`` seconds.
             DisconnectedError: the connection was lost while waiting.
         """
+        hdr = encode_headers(headers) if headers else None
+        return await self._request(subject, data, timeout, hdr, None)
+
+    async def _request(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        timeout: float,
+        hdr: bytes | None,
+        pre: bytes | None,
+    ) -> Msg:
+        """``request`` with an encoded header block; ``pre`` as in ``_publish_to_reply``."""
         self._check_open()
         mux = self._mux or self._request_mux()
-        hdr = encode_headers(headers) if headers else None
         n = next(mux.tokens)
         token = str(n)
         fut: asyncio.Future[Msg] = self._loop.create_future()
@@ -400,7 +414,7 @@ class Client(_ClientBase):
             # Someone waits for the answer: written now rather than at the end of this
             # loop iteration (no flush callback, so no extra loop iteration per request).
             # The reply subject is ours: not validated, not cached.
-            self._publish_to_reply(subject, data, b"%b%d" % (mux.prefix_b, n), hdr, now=True)
+            self._publish_to_reply(subject, data, b"%b%d" % (mux.prefix_b, n), hdr, True, pre)
             conn = self._conn
             if conn is not None and conn.write_paused:
                 await self._wait_writable()

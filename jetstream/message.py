@@ -254,7 +254,15 @@ class JsMsg(msgspec.Struct):
         client = self._client
         if not self.reply or client is None:
             raise NatsError(f"message on {self.subject!r} has no reply subject to acknowledge")
-        await client.request(self.reply, _ACK, timeout=5.0 if timeout is None else timeout)
+        # The ack subject came from the server: written as it is, not validated or cached
+        # (like the plain acks).
+        await client._request(
+            self.reply,
+            _ACK,
+            5.0 if timeout is None else timeout,
+            None,
+            b"PUB %b " % self.reply.encode(),
+        )
         self._acked = True
 
     def __repr__(self) -> str:

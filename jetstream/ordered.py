@@ -28,6 +28,7 @@ from .errors import (
     StreamNotFoundError,
 )
 from .errors import TimeoutError as NatsTimeoutError
+from .message import parse_ack_subject
 
 if TYPE_CHECKING:
     from .api import ConsumerInfo
@@ -73,11 +74,27 @@ class OrderedConsumer:
         self.push = push
         self._heartbeat = heartbeat
         self._consumer: Consumer | None = None
-        #: stream sequence of the last message handed out (0: none yet)
-        self.stream_seq = 0
+        # The stream sequence of the last message handed out is read from its reply
+        # subject only when asked for (``stream_seq``): _seq, or _last_reply if set.
+        self._seq = 0
+        self._last_reply: str | None = None
         self._consumer_seq = 0
+        # how many "." end a reply subject from its consumer sequence on (0: unknown)
+        self._tail_dots = 0
         #: how many times the underlying consumer was made again
         self.resets = 0
+
+    @property
+    def stream_seq(self) -> int:
+        """Stream sequence of the last message handed out (0: none yet)."""
+        reply = self._last_reply
+        if reply is not None:
+            self._last_reply = None
+            try:
+                self._seq = parse_ack_subject(reply).sequence.stream
+            except NatsError:
+                pass  # accepted by its consumer sequence; keep the one before
+        return self._seq
 
     @classmethod
     async def create(cls, js: JetStream, stream: str, **options: Any) -> OrderedConsumer:
@@ -104,9 +121,10 @@ class OrderedConsumer:
             cfg.filter_subject = self.filter_subjects[0]
         elif self.filter_subjects:
             cfg.filter_subjects = list(self.filter_subjects)
-        if self.stream_seq > 0:
+        seq = self.stream_seq
+        if seq > 0:
             cfg.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
-            cfg.opt_start_seq = self.stream_seq + 1
+            cfg.opt_start_seq = seq + 1
         else:
             cfg.deliver_policy = self._deliver_policy
             if self._opt_start_seq is not None:
@@ -122,6 +140,7 @@ class OrderedConsumer:
         old = self._consumer
         self._consumer = None
         self._consumer_seq = 0
+        self._tail_dots = 0
         attempt = 0
         while True:
             try:
@@ -163,24 +182,28 @@ class OrderedConsumer:
     def _accept(self, msg: JsMsg) -> bool:
         """True if ``msg`` is the next one in order (and records it).
 
-        Reads only the two sequences of the ack subject (the full metadata is parsed
-        when the user asks for it): v1 has 9 tokens, v2 11 or more (see message.py).
+        Reads only the consumer sequence of the ack subject (the stream sequence and
+        the rest are parsed when asked for): the 7th token of 9 in the v1 layout, the
+        9th of 11 or more in v2 (see message.py), so the number of tokens after it is
+        learnt from the first reply of each consumer.
         """
-        t = (msg.reply or "").split(".")
-        n = len(t)
-        try:
-            if n == 9:
-                sseq, cseq = int(t[5]), int(t[6])
-            elif n >= 11:
-                sseq, cseq = int(t[7]), int(t[8])
-            else:
+        reply = msg.reply
+        if not reply:
+            return False
+        k = self._tail_dots
+        if not k:
+            n = reply.count(".") + 1
+            k = self._tail_dots = 3 if n == 9 else n - 8 if n >= 11 else 0
+            if not k:
                 return False
-        except ValueError:
+        try:
+            cseq = int(reply.rsplit(".", k)[1])
+        except (ValueError, IndexError):
             return False
         if cseq != self._consumer_seq + 1:
             return False
         self._consumer_seq = cseq
-        self.stream_seq = sseq
+        self._last_reply = reply
         return True
 
     def _check_pull(self) -> None:
@@ -295,6 +318,14 @@ class OrderedStream(MessageReader):
             nc._reconnect_hooks.append(self._on_reconnect)
 
     async def __anext__(self) -> JsMsg:
+        # The common case without a coroutine of the inner stream: a buffered message.
+        inner = self._inner
+        if inner is not None and not self._broken and not self._closed:
+            msg = inner._take()
+            if msg is not None:
+                if self._oc._accept(msg):
+                    return msg
+                self._broken = True
         if not self._started:
             self._start()
         while True:

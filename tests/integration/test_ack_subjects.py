@@ -182,3 +182,27 @@ async def test_push_flow_control_on_v2_subjects(nc: Client, js: JetStream, domai
         assert tokens[:3] == ["$JS", "FC", domain or "_"]
         assert tokens[4:6] == ["FLOW", "pusher"]
     await consumer.delete()
+
+
+async def test_ordered_consumer_on_v2_subjects(js: JetStream) -> None:
+    # The ordered consumer reads the consumer sequence from the v2 layout and, after a
+    # reset, starts the new consumer after the stream sequence of the v2 reply.
+    await _fresh_stream(js, "ORD")
+    stream = await js.stream("ORD")
+    for i in range(40):
+        await js.publish("ord.x", str(i).encode())
+    oc = await stream.ordered_consumer()
+    got: list[int] = []
+    async with oc.messages(max_messages=10, expires=2, heartbeat=0.5) as it:
+        async with asyncio.timeout(60):
+            async for msg in it:
+                assert msg.reply is not None and len(msg.reply.split(".")) >= 11
+                got.append(int(msg.data))
+                assert oc.stream_seq == len(got)
+                if len(got) == 20:
+                    assert oc.consumer is not None
+                    await stream.delete_consumer(oc.consumer.name)
+                if len(got) == 40:
+                    break
+    assert got == list(range(40))
+    assert oc.resets >= 1
