@@ -6,7 +6,9 @@ Workloads (one embedded nats-server, memory storage):
 - publish_async: N pipelined publishes, then waiting for every ack;
 - fetch+ack: N stored messages pulled in batches of 100 and 500, each acked;
 - messages()+ack: N stored messages through continuous pull (nats-py: fetch loop);
-- ordered replay: N stored messages through an ordered consumer;
+- ordered replay: N stored messages through an ordered consumer: ours pull-based (the
+  default, asking for 5000 messages a pull: the server's own cost per message falls as
+  pulls grow), then push-based with flow control; nats-py's is push-based in both rows;
 - ack_sync: M messages acked with a confirmed ack, one after the other (bound by the
   round-trip time to the server), and 100 at a time (bound by the client's own work).
 
@@ -110,13 +112,13 @@ class Ours:
         await self.nc.flush()
         return time.perf_counter() - t0
 
-    async def ordered(self, n: int) -> float:
+    async def ordered(self, n: int, push: bool = False) -> float:
         await self.fresh_stream(n)
         stream = await self.js.stream("BENCH")
         t0 = time.perf_counter()
-        oc = await stream.ordered_consumer()
+        oc = await stream.ordered_consumer(push=push)
         got = 0
-        async with oc.messages(max_messages=1000) as it:
+        async with oc.messages(max_messages=5000) as it:
             async for _ in it:
                 got += 1
                 if got == n:
@@ -202,7 +204,8 @@ class Theirs:
         # nats-py has no continuous pull: its idiom is a fetch loop with large batches
         return await self.fetch_ack(n, 500)
 
-    async def ordered(self, n: int) -> float:
+    async def ordered(self, n: int, push: bool = True) -> float:
+        # nats-py's ordered consumer is push-based only
         await self.fresh_stream(n)
         t0 = time.perf_counter()
         done = asyncio.get_running_loop().create_future()
@@ -254,6 +257,7 @@ async def main_async(args: Any) -> list[Measurement]:
                     ("fetch+ack batch 500", n, lambda: impl.fetch_ack(n, 500)),
                     ("messages()+ack", n, lambda: impl.messages_ack(n)),
                     ("ordered replay", n, lambda: impl.ordered(n)),
+                    ("ordered replay, push", n, lambda: impl.ordered(n, push=True)),
                     ("ack_sync", n // 20, lambda: impl.ack_sync(n // 20)),
                     ("ack_sync 100 at a time", n // 10, lambda: impl.ack_sync(n // 10, 100)),
                 ]
