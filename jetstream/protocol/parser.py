@@ -363,8 +363,23 @@ class Parser:
                         f"expected CRLF after the {size}-byte payload of "
                         f"{_q(data[pos:end])}, got {_q(data[stop : stop + 2])}"
                     )
-                append(msg_type(args[1].decode(), sid, reply, data[start:stop]))
+                subject = args[1].decode()
+                append(msg_type(subject, sid, reply, data[start:stop]))
+                # A run of ops with this very control line (one subject, sid, reply and
+                # size: a steady feed of messages too large to batch): compare the line
+                # and slice the payload, without splitting or parsing again.
+                line = data[pos : end + 2]
                 pos = stop + 2
+                if data.startswith(line, pos):
+                    skip = len(line)
+                    step = skip + size + 2
+                    while pos + step <= n and data.startswith(line, pos):
+                        start = pos + skip
+                        stop = start + size
+                        if data[stop] != 13 or data[stop + 1] != 10:
+                            break  # the loop above reports it
+                        append(msg_type(subject, sid, reply, data[start:stop]))
+                        pos = stop + 2
             elif op == b"HMSG":
                 nargs = len(args)
                 if nargs == 5:

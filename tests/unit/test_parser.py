@@ -694,3 +694,36 @@ def test_protocol_error_carries_the_ops_before_it() -> None:
     with pytest.raises(ProtocolError) as exc:
         p.feed(b"PING\r\nMSG a 1 2\r\nhi\r\nBOGUS\r\n")
     assert exc.value.ops == [PING, Msg("a", 1, None, b"hi")]
+
+
+@pytest.mark.parametrize("line", [b"MSG big.subject 4 1500\r\n", b"MSG b 4 _INBOX.x 1500\r\n"])
+def test_runs_of_one_control_line_with_large_payloads(line: bytes) -> None:
+    """Too large to batch: the op-by-op loop compares the repeated line and slices."""
+    payloads = [bytes([65 + i % 26]) * 1500 for i in range(60)]
+    data = b"".join(line + p + b"\r\n" for p in payloads) + b"PING\r\n"
+    whole = feed_whole(data)
+    assert whole[-1] is PING
+    msgs = whole[:-1]
+    assert [m.payload for m in msgs if isinstance(m, Msg)] == payloads
+    first = msgs[0]
+    assert isinstance(first, Msg) and first.sid == 4 and first.subject == line.split()[1].decode()
+    for size in (1, 1499, 1500, 1502, 4096, 10_000):
+        assert feed_chunks(data, size) == whole
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b"MSG b 4 1500\r\n" + b"x" * 1499 + b"\r\n\r\n",  # same line, payload one byte short
+        b"MSG b 4 1500\r\n" + b"x" * 1501 + b"\r\n",  # same line, payload one byte long
+    ],
+)
+def test_large_runs_of_one_control_line_reject_what_the_loop_rejects(odd: bytes) -> None:
+    good = b"MSG b 4 1500\r\n" + b"y" * 1500 + b"\r\n"
+    data = good * 10 + odd + good * 10
+    p = Parser()
+    with pytest.raises(ProtocolError) as exc:
+        p.feed(data)
+    assert len(exc.value.ops) == 10  # the ops before the bad one are handed over
+    with pytest.raises(ProtocolError):
+        feed_chunks(data, 1000)
