@@ -205,7 +205,8 @@ class Client(_ClientBase):
     ) -> None:
         """Buffer a message whose reply subject the client made itself (not validated);
         with ``now``, write it at once (someone waits for the answer). ``pre``: the
-        ``PUB <subject> `` prefix of a subject the server gave us (not validated)."""
+        ``PUB <subject> `` prefix of a subject the server gave us (not validated); a
+        message without a reply subject passes ``PUB <subject>`` and ``reply=b""``."""
         if self._closed:
             raise ConnectionClosedError(f"cannot publish to {subject!r}: the connection is closed")
         if pre is None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 import msgspec
 
 from .errors import MsgAlreadyAckedError, NatsError
-from .protocol.headers import Headers, HeadersLike, parse_headers
+from .protocol.headers import Headers, HeadersLike, encode_headers, parse_headers
 from .protocol.ops import Msg as MsgOp
 
 if TYPE_CHECKING:
@@ -83,9 +83,21 @@ class Msg(MsgOp, gc=False):
         Raises:
             ValueError: the message has no reply subject or was not received by a client.
         """
-        if not self.reply or self._client is None:
+        client = self._client
+        reply = self.reply
+        if not reply or client is None:
             raise ValueError(f"message on {self.subject!r} has no reply subject to respond to")
-        await self._client.publish(self.reply, data, headers=headers)
+        hdr = encode_headers(headers) if headers else None
+        # The requester waits: when this is the last message its subscription holds,
+        # the answer (with any buffered before it) is written now, not at the end of
+        # this loop iteration; within a burst the answers share one write. The reply
+        # subject came from the server: written as it is (like an ack subject).
+        sub = client._subs.get(self.sid)
+        now = not getattr(sub, "_queue", None)
+        client._publish_to_reply(reply, data, b"", hdr, now, b"PUB %b" % reply.encode())
+        conn = client._conn
+        if conn is not None and conn.write_paused:
+            await client._wait_writable()
 
     def __repr__(self) -> str:
         extra = f", status={self.status}" if self.status else ""
