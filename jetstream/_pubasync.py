@@ -4,13 +4,17 @@ Every ``publish_async`` is a PUB with a reply subject ``<inbox>.<token>`` on one
 shared subscription; the ack resolves the future found by token. Timeouts are
 checked by one periodic sweep, not a timer per message. Every future resolves on
 every path: ack, API error, timeout, lost connection, close.
+
+A bulk writer (the Spark sink) may instead register an ``AckTracker`` and a row of
+its own per publish (``try_publish_tracked``): no future per message; the tracker
+hears of each ack or failure, on the same paths.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -25,10 +29,31 @@ if TYPE_CHECKING:
     from .client import Client
     from .protocol.ops import Msg as MsgOp
 
-__all__ = ["AsyncPublisher"]
+__all__ = ["AckTracker", "AsyncPublisher"]
 
-_Entry = tuple["asyncio.Future[PubAck]", float, str]
 _PUBACK = msgspec.json.Decoder(PubAck)
+
+
+class AckTracker(Protocol):
+    """Told of the outcome of each publish made with ``try_publish_tracked`` (from the
+    read path: the methods must not raise)."""
+
+    def acked(self, ack: PubAck) -> None: ...
+
+    def failed(self, row: Any, exc: BaseException) -> None: ...
+
+
+# (future, deadline, subject, None) or (tracker, deadline, subject, row)
+_Entry = tuple[Any, float, str, Any]
+
+
+def _fail(entry: _Entry, exc: BaseException) -> None:
+    target, _, _, row = entry
+    if row is None:
+        if not target.done():
+            target.set_exception(exc)
+    else:
+        target.failed(row, exc)
 
 
 class AsyncPublisher:
@@ -86,26 +111,50 @@ class AsyncPublisher:
         """
         if len(self._pending) >= self.max_pending:
             return None
-        if not self._prefix:
-            self._ensure_sub()
-        nc = self._nc
-        seq = self._seq = self._seq + 1
-        # The reply subject is ours (an inbox and a number): no validation needed.
         if isinstance(headers, bytes):
             hdr: bytes | None = headers  # already encoded (a trusted caller)
         else:
             hdr = encode_headers(headers) if headers else None
-        nc._publish_to_reply(subject, data, b"%b%d" % (self._reply_prefix, seq), hdr)
-        token = str(seq)
-        fut: asyncio.Future[PubAck] = nc._loop.create_future()
-        t = self.timeout if timeout is None else timeout
+        fut: asyncio.Future[PubAck] = self._nc._loop.create_future()
+        self._send(subject, data, hdr, fut, self.timeout if timeout is None else timeout, None)
+        return fut
+
+    def try_publish_tracked(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        hdr: bytes | None,
+        tracker: AckTracker,
+        row: Any,
+    ) -> bool:
+        """Publish now if the window has room (True), telling ``tracker`` of the ack or
+        the failure with ``row`` (not None) instead of resolving a future; else False.
+        ``hdr`` is an encoded header block, built and checked by the caller."""
+        if len(self._pending) >= self.max_pending:
+            return False
+        self._send(subject, data, hdr, tracker, self.timeout, row)
+        return True
+
+    def _send(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        hdr: bytes | None,
+        target: Any,
+        timeout: float,
+        row: Any,
+    ) -> None:
+        if not self._prefix:
+            self._ensure_sub()
+        seq = self._seq = self._seq + 1
+        # The reply subject is ours (an inbox and a number): no validation needed.
+        self._nc._publish_to_reply(subject, data, b"%b%d" % (self._reply_prefix, seq), hdr)
         if self._timer is None:
-            self._now = nc._loop.time()
+            self._now = self._nc._loop.time()
             self._arm()
         # Deadlines come from the sweep's clock (updated every sweep): a timeout is
         # honoured within one sweep interval, and no clock is read per message.
-        self._pending[token] = (fut, self._now + t, subject)
-        return fut
+        self._pending[str(seq)] = (target, self._now + timeout, subject, row)
 
     async def publish(
         self,
@@ -133,22 +182,25 @@ class AsyncPublisher:
         entry = self._pending.pop(op.subject[self._cut :], None)
         if entry is None:
             return
-        fut, _, subject = entry
-        if not fut.done():
-            if op.status == 503:
-                fut.set_exception(NoRespondersError(f"no stream answered a publish to {subject!r}"))
-            else:
+        target, _, subject, row = entry
+        if row is not None or not target.done():
+            try:
+                if op.status == 503:
+                    raise NoRespondersError(f"no stream answered a publish to {subject!r}")
                 try:
                     ack = _PUBACK.decode(op.payload)
                     if ack.error is not None:
                         raise ack.error.exception(subject)
                 except (msgspec.DecodeError, JetStreamError):
-                    try:  # the slow path: error replies lack fields a PubAck needs
-                        fut.set_result(decode_response(op.payload, PubAck, subject))
-                    except JetStreamError as exc:
-                        fut.set_exception(exc)
+                    # the slow path: error replies lack fields a PubAck needs
+                    ack = decode_response(op.payload, PubAck, subject)
+            except (NoRespondersError, JetStreamError) as exc:
+                _fail(entry, exc)
+            else:
+                if row is None:
+                    target.set_result(ack)
                 else:
-                    fut.set_result(ack)
+                    target.acked(ack)
         if self._room or not self._pending:
             self._resolved()
 
@@ -174,13 +226,10 @@ class AsyncPublisher:
     def _sweep(self) -> None:
         self._timer = None
         now = self._now = self._nc._loop.time()
-        expired = [k for k, (_, deadline, _) in self._pending.items() if deadline <= now]
+        expired = [k for k, entry in self._pending.items() if entry[1] <= now]
         for k in expired:
-            fut, _, subject = self._pending.pop(k)
-            if not fut.done():
-                fut.set_exception(
-                    NatsTimeoutError(f"no ack for the publish to {subject!r} in time")
-                )
+            entry = self._pending.pop(k)
+            _fail(entry, NatsTimeoutError(f"no ack for the publish to {entry[2]!r} in time"))
         if expired:
             self._resolved()
         if self._pending:
@@ -190,9 +239,8 @@ class AsyncPublisher:
 
     def _on_loss(self, exc: BaseException) -> None:
         pending, self._pending = self._pending, {}
-        for fut, _, _ in pending.values():
-            if not fut.done():
-                fut.set_exception(exc)
+        for entry in pending.values():
+            _fail(entry, exc)
         self._resolved()
         for w in self._room:
             if not w.done():

@@ -15,8 +15,6 @@ from there (small batches; no executor round trip).
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -25,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from ..errors import BadHeaderError, NatsError, StreamNotFoundError
+from ..errors import TimeoutError as NatsTimeoutError
+from ..protocol.headers import encode_headers
 from ._common import ConnectSpec, SparkConfigError, SparkWriteError, run_sync
 
 if TYPE_CHECKING:
@@ -41,8 +41,6 @@ _ID_HDR = b"NATS/1.0\r\nNats-Msg-Id: %b\r\n\r\n"
 
 def _check_id(msg_id: str) -> None:
     """Refuse an id that is empty or cannot be a header value (CR, LF, NUL...)."""
-    from ..protocol.headers import encode_headers
-
     if not msg_id:
         raise SparkWriteError("a row's message id (its key column) is empty")
     try:
@@ -83,7 +81,11 @@ class BatchReport:
 
 
 class _PartitionWriter:
-    """Publishes the rows of one partition with a bounded window of outstanding acks."""
+    """Publishes the rows of one partition with a bounded window of outstanding acks.
+
+    It is the ``AckTracker`` of its publishes: each ack or failure comes back to
+    ``acked`` / ``failed`` with the row, and no future is made per row.
+    """
 
     def __init__(self, target: _Target, id_prefix: str, js: Any) -> None:
         self.t = target
@@ -94,62 +96,38 @@ class _PartitionWriter:
         self.first_seq = 0
         self.last_seq = 0
         self.index = 0
-        # (future, subject, data, headers, msg id), oldest first
-        self.inflight: deque[tuple[asyncio.Future[Any], str, bytes, Any, str]] = deque()
-        self.failed: list[tuple[str, bytes, Any, str, BaseException]] = []
+        # rows whose publish failed: (subject, data, headers, msg id, error)
+        self.lost: list[tuple[str, bytes, Any, str, BaseException]] = []
+        # a row stored in another stream than the target's (raised by ``finish``)
+        self.error: SparkWriteError | None = None
+        #: rows published a second time by ``finish`` (their first publish failed)
+        self.retried = 0
 
-    def _settle(self, fut: asyncio.Future[Any], row: tuple[str, bytes, Any, str]) -> None:
-        exc = fut.exception()
-        if exc is not None:
-            self.failed.append((*row, exc))
-            return
-        self._count(fut.result())
+    # -- AckTracker (called from the read path: records, never raises) ----------------
 
-    def _count(self, ack: Any) -> None:
+    def acked(self, ack: Any) -> None:
         stream = self.t.stream
         if stream is not None and ack.stream != stream:
-            raise SparkWriteError(
-                f"row stored in stream {ack.stream!r}, not {stream!r}: the subject is "
-                f"bound to another stream"
-            )
+            if self.error is None:
+                self.error = SparkWriteError(
+                    f"row stored in stream {ack.stream!r}, not {stream!r}: the subject is "
+                    f"bound to another stream"
+                )
+            return
         self.rows += 1
         if ack.duplicate:
             self.duplicates += 1
             return
-        if not self.first_seq:
-            self.first_seq = ack.seq
-        self.last_seq = max(self.last_seq, ack.seq)
+        seq = ack.seq
+        if not self.first_seq or seq < self.first_seq:
+            self.first_seq = seq
+        if seq > self.last_seq:
+            self.last_seq = seq
 
-    def _drain_done(self) -> None:
-        """Count the settled acks at the head of the window (``_count``, inlined: this
-        runs once per row)."""
-        q = self.inflight
-        stream = self.t.stream
-        rows = dups = 0
-        first, last = self.first_seq, self.last_seq
-        try:
-            while q and q[0][0].done():
-                item = q.popleft()
-                fut = item[0]
-                if fut.exception() is not None:
-                    self._settle(fut, item[1:])
-                    continue
-                ack = fut.result()
-                if stream is not None and ack.stream != stream:
-                    self._count(ack)  # raises
-                rows += 1
-                if ack.duplicate:
-                    dups += 1
-                    continue
-                seq = ack.seq
-                if not first:
-                    first = seq
-                if seq > last:
-                    last = seq
-        finally:
-            self.rows += rows
-            self.duplicates += dups
-            self.first_seq, self.last_seq = first, last
+    def failed(self, row: tuple[str, bytes, Any, str], exc: BaseException) -> None:
+        self.lost.append((*row, exc))
+
+    # -- writing ----------------------------------------------------------------------
 
     async def write(self, batch: pa.RecordBatch) -> None:
         t = self.t
@@ -167,10 +145,8 @@ class _PartitionWriter:
             values = [_json.encode(r) for r in batch.to_pylist()]
         keys = batch.column(names.index(t.key_col)).to_pylist() if t.key_col is not None else None
         hcols = [(h, batch.column(names.index(h)).to_pylist()) for h in t.headers_cols]
-        publish = self.js.publish_async
-        pub = self.js._publisher  # the window itself: rows with only an id skip the kwargs
-        try_publish = pub.try_publish
-        append = self.inflight.append
+        pub = self.js._publisher  # the window itself: a row needs no future of its own
+        track = pub.try_publish_tracked
         start = self.index
         for i in range(n):
             subject = subjects[i]
@@ -193,34 +169,40 @@ class _PartitionWriter:
                 msg_id = f"{self.prefix}:{start + i}"
             if hcols:
                 headers = {h: str(col[i]) for h, col in hcols if col[i] is not None} or None
-                fut = await publish(subject, data, headers=headers, msg_id=msg_id)
+                hdr = encode_headers(
+                    self.js._publish_headers(headers, msg_id, None, None, None, None, None)
+                )
             else:
                 headers = None
                 if not msg_id or not msg_id.isprintable():
                     _check_id(msg_id)
                 hdr = _ID_HDR % msg_id.encode()
-                fut = try_publish(subject, data, hdr, None) or await pub.publish(
-                    subject, data, hdr, None
-                )
-            append((fut, subject, data, headers, msg_id))
+            row = (subject, data, headers, msg_id)
+            while not track(subject, data, hdr, self, row):
+                await pub._wait_room(pub.timeout)
+                await self._writable()
         self.index = start + n
-        self._drain_done()
+
+    async def _writable(self) -> None:
+        nc = self.js.client
+        conn = nc._conn
+        if conn is not None and conn.write_paused:
+            await nc._wait_writable()
 
     async def finish(self) -> None:
-        if self.inflight:
-            futs = [f for f, *_ in self.inflight]
-            await asyncio.wait(futs, timeout=self.js.timeout * 2 + 5)
-            while self.inflight:
-                fut, *row = self.inflight.popleft()
-                if not fut.done():
-                    fut.cancel()
-                    self.failed.append((*row, TimeoutError("no PubAck")))
-                else:
-                    self._settle(fut, tuple(row))
+        pub = self.js._publisher
+        if pub.pending:
+            try:
+                # every publish resolves within its timeout (the window's sweep)
+                await pub.wait_all(self.js.timeout * 2 + 5)
+            except NatsError:
+                pub._on_loss(NatsTimeoutError("no PubAck"))
         # rows whose publish failed (a cut connection, a leader election): once more each,
         # with the same id, through the publish that retries and waits for its ack
         still: list[tuple[str, BaseException]] = []
-        for subject, data, headers, msg_id, _ in self.failed:
+        lost, self.lost = self.lost, []
+        self.retried += len(lost)
+        for subject, data, headers, msg_id, _ in lost:
             try:
                 ack = await self.js.publish(
                     subject, data, headers=headers, msg_id=msg_id, retry_attempts=self.t.retries
@@ -228,8 +210,9 @@ class _PartitionWriter:
             except NatsError as err:
                 still.append((msg_id, err))
                 continue
-            self._count(ack)
-        self.failed.clear()
+            self.acked(ack)
+        if self.error is not None:
+            raise self.error
         if still:
             first_id, first_err = still[0]
             raise SparkWriteError(

@@ -1,0 +1,81 @@
+"""The sink's partition writer on its own (no Spark): every row confirmed once, rows
+whose publish failed sent again with the same id, a wrong stream refused."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import jetstream
+from jetstream import StreamConfig
+from jetstream.api import StorageType
+from jetstream.embedded import NatsServer
+from jetstream.spark import SparkWriteError
+from jetstream.spark._common import ConnectSpec
+from jetstream.spark._sink import _PartitionWriter, _Target
+
+pytestmark = pytest.mark.asyncio
+
+FAST = {"reconnect_time_wait": 0.1, "max_reconnect_attempts": -1}
+
+
+def _target(url: str, stream: str, subject: str) -> _Target:
+    return _Target(
+        conn=ConnectSpec(servers=(url,), options=FAST),
+        subject=subject,
+        subject_col=None,
+        value_col="value",
+        headers_cols=(),
+        key_col=None,
+        stream=stream,
+        max_pending=500,
+        retries=5,
+        min_duplicate_window=60,
+    )
+
+
+def _batch(start: int, n: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"value": [b"row %d" % i for i in range(start, start + n)]})
+
+
+async def test_rows_lost_to_a_restart_are_sent_again_once(nats_server: NatsServer) -> None:
+    async with jetstream.connect(nats_server.url) as nc:
+        js = nc.jetstream()
+        await js.create_stream(
+            StreamConfig(
+                name="SINKW", subjects=["sinkw"], storage=StorageType.FILE, duplicate_window=120
+            )
+        )
+    t = _target(nats_server.url, "SINKW", "sinkw")
+    nc = await t.conn.connect()
+    try:
+        w = _PartitionWriter(t, "job:0:0", t.conn.jetstream(nc, publish_async_max_pending=500))
+        await w.write(_batch(0, 3000))
+        assert w.js._publisher.pending > 0
+        # the server goes away with publishes in flight: they fail and are kept
+        await nats_server.restart_async()
+        await w.write(_batch(3000, 3000))
+        await w.finish()
+    finally:
+        await nc.close()
+    assert w.rows == 6000 and w.index == 6000
+    assert w.retried > 0
+    async with jetstream.connect(nats_server.url) as nc:
+        info = await (await nc.jetstream().stream("SINKW")).info()
+        assert info.state.messages == 6000  # the ids deduplicated every row sent twice
+
+
+async def test_a_row_stored_in_another_stream_is_an_error(nats_server: NatsServer) -> None:
+    async with jetstream.connect(nats_server.url) as nc:
+        js = nc.jetstream()
+        await js.create_stream(StreamConfig(name="WANTED", subjects=["wanted"]))
+        await js.create_stream(StreamConfig(name="OTHER", subjects=["other"]))
+    t = _target(nats_server.url, "WANTED", "other")
+    nc = await t.conn.connect()
+    try:
+        w = _PartitionWriter(t, "job:0:0", t.conn.jetstream(nc))
+        await w.write(_batch(0, 10))
+        with pytest.raises(SparkWriteError, match="not 'WANTED'"):
+            await w.finish()
+    finally:
+        await nc.close()
