@@ -526,8 +526,9 @@ class MessageStream(_PullBase, MessageReader):
 
     async def __anext__(self) -> JsMsg:
         while True:
-            if self._buf:
-                return self._take()  # type: ignore[return-value]
+            msg = self._take()
+            if msg is not None:
+                return msg
             if self._closed or self._draining:
                 if self._error is not None:
                     raise self._error
