@@ -50,6 +50,7 @@ log = logging.getLogger("jetstream")
 
 FLUSH_THRESHOLD = 64 * 1024
 _PAYLOAD_SLACK = 64 * 1024  # servers add headers to some deliveries (direct get, republish)
+_TICK_EARLY = 0.002  # seconds a keepalive tick is aimed ahead of its grid point
 _SIZE_LINES: dict[int, bytes] = {}
 
 
@@ -309,7 +310,7 @@ class _ClientBase:
         """Schedule the next keepalive PING one interval after ``after`` (default: now).
 
         Ticks are laid on a fixed grid from the connect time, so they do not drift: a dead
-        link is declared after exactly (max_outstanding_pings + 1) intervals.
+        link is declared (max_outstanding_pings + 1) intervals after the last answered tick.
         """
         self._cancel_ping()
         interval = self._opts.ping_interval
@@ -320,7 +321,10 @@ class _ClientBase:
                 # the grid again from now rather than firing ticks back to back.
                 after = now
             self._next_ping = after + interval
-            self._ping_timer = self._loop.call_at(self._next_ping, self._ping_tick)
+            # The loop polls with a whole-millisecond timeout, rounded up, and then runs
+            # the callbacks ahead of the timer: aim a little early so that the tick (and
+            # a dead-link verdict) lands on the grid rather than a few ms past it.
+            self._ping_timer = self._loop.call_at(self._next_ping - _TICK_EARLY, self._ping_tick)
 
     def _cancel_ping(self) -> None:
         if self._ping_timer is not None:
@@ -333,7 +337,10 @@ class _ClientBase:
         if conn is None:
             return
         if conn.pings_outstanding >= self._opts.max_outstanding_pings:
-            conn.fail(StaleConnectionError(f"server {self._current} stopped answering PINGs"))
+            exc = StaleConnectionError(f"server {self._current} stopped answering PINGs")
+            conn.fail(exc)
+            # The socket reports its loss an iteration later; the verdict is known now.
+            self._on_connection_lost(conn, exc)
             return
         conn.pings_outstanding += 1
         conn.pongs.append(None)
