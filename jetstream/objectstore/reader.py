@@ -10,6 +10,7 @@ the info, and a difference raises ``DigestMismatchError`` instead of ending clea
 from __future__ import annotations
 
 import hashlib
+import io
 from typing import TYPE_CHECKING, Self
 
 from ..errors import DigestMismatchError, ObjectStoreError
@@ -157,8 +158,25 @@ class ObjectReader:
             )
 
     async def read_all(self) -> bytes:
-        """The rest of the content as one ``bytes`` (joined once, at the end)."""
-        parts = [chunk async for chunk in self]
-        if len(parts) == 1:
-            return parts[0]
-        return b"".join(parts)
+        """The rest of the content as one ``bytes``.
+
+        Each chunk is copied into the result as it arrives and then dropped, so the
+        chunks reuse the memory of the ones before them (warm in cache, no fresh pages)
+        instead of all being kept until one join at the end; ``BytesIO.getvalue()``
+        hands over its buffer without a further copy.
+        """
+        first: bytes | None = None
+        out: io.BytesIO | None = None
+        async for chunk in self:
+            if out is not None:
+                out.write(chunk)
+            elif first is None:
+                first = chunk  # a one-chunk object is returned as it came
+            else:
+                out = io.BytesIO()
+                out.write(first)
+                out.write(chunk)
+                first = None
+        if out is not None:
+            return out.getvalue()
+        return first if first is not None else b""
