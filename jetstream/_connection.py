@@ -2,7 +2,9 @@
 
 ``data_received`` feeds the parser and hands each ``MSG``/``HMSG`` straight to
 the subscription registered for its sid (one dict lookup, no task, no
-future). Control ops go to the client. The client owns the write buffer and
+future); a feed that is all messages for one sid (the usual case: a busy
+subscription) is handed over in one call when the subscription takes lists.
+Control ops go to the client. The client owns the write buffer and
 the subscriptions, so both survive a reconnect; a ``_Connection`` is made anew
 for every socket.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from . import __version__
@@ -45,9 +48,21 @@ __all__ = [
 
 
 class Delivery(Protocol):
-    """Anything registered in the client's sid table: it receives MSG ops for its sid."""
+    """Anything registered in the client's sid table: it receives MSG ops for its sid.
+
+    One may also have ``_deliver_many(ops, size) -> bool``, offered a whole feed of
+    messages for its sid first (``size``: the sum of their payload lengths). It takes
+    all of them, with the same result as ``_deliver`` on each in turn, and returns
+    True; or it takes none and returns False, and they are delivered one by one.
+    """
 
     def _deliver(self, op: Msg) -> None: ...
+
+
+#: Feeds with at least this many ops are checked for being all messages for one sid.
+_BULK_MIN = 8
+_sid_of = attrgetter("sid")
+_payload_of = attrgetter("payload")
 
 
 class _Connection(asyncio.Protocol):
@@ -89,6 +104,26 @@ class _Connection(asyncio.Protocol):
     def _dispatch(self, ops: list[Op]) -> None:
         subs = self.subs
         msg_type = self.msg_type
+        if len(ops) >= _BULK_MIN and ops[0].__class__ is msg_type:
+            # Only MSG ops have a sid: an AttributeError means some op is not one.
+            try:
+                sids = list(map(_sid_of, ops))
+            except AttributeError:
+                sids = None
+            if sids is not None and sids.count(sids[0]) == len(sids):
+                many = getattr(subs.get(sids[0]), "_deliver_many", None)
+                if many is not None:
+                    size = sum(map(len, map(_payload_of, ops)))
+                    try:
+                        taken = many(ops, size)
+                    except Exception as exc:  # as below: the reader must go on
+                        self.client._report_error(exc)
+                        taken = True
+                    if taken:
+                        client = self.client
+                        client._in_msgs += len(ops)
+                        client._in_bytes += size
+                        return
         n = 0
         size = 0
         for op in ops:

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
-from ._reader import ErrorCallback, MessageReader
+from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs
 from .api import PullRequest, encode
 from .errors import (
     ConsumerDeletedError,
@@ -192,6 +192,22 @@ class _PullBase:
                 msgs = nbytes = 0
             self._on_status(op.status, desc, msgs, nbytes)
 
+    def _deliver_many(self, ops: list[MsgOp], size: int) -> bool:
+        """``_deliver`` of a whole feed for this inbox in one ``extend`` (the messages
+        made at C speed), when every op is a plain message and no bytes or priority
+        group are tracked; else False, and the ops go one by one."""
+        if self._track_bytes or self._opts.group is not None or self._closed or not all_plain(ops):
+            return False
+        self._seen = True
+        self.received += len(ops)
+        self._buf.extend(js_msgs(ops, self._nc))
+        self._took(len(ops))
+        return True
+
+    def _took(self, n: int) -> None:
+        """``n`` plain messages were just added to the buffer by ``_deliver_many``."""
+        raise NotImplementedError
+
     def _on_msg(self, msg: JsMsg, size: int) -> None:
         raise NotImplementedError
 
@@ -270,6 +286,10 @@ class _Fetch(_PullBase):
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._bytes = 0
         self._via = via
+
+    def _took(self, n: int) -> None:
+        if len(self._buf) >= self._opts.batch:
+            self._end(None)
 
     def _on_msg(self, msg: JsMsg, size: int) -> None:
         self._buf.append(msg)
@@ -420,6 +440,10 @@ class MessageStream(_PullBase, MessageReader):
             self._waiter = None
             if not w.done():
                 w.set_result(None)
+
+    def _took(self, n: int) -> None:
+        self._out_msgs = max(self._out_msgs - n, 0)
+        self._wake()
 
     def _on_msg(self, msg: JsMsg, size: int) -> None:
         if self._closed:

@@ -16,7 +16,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from ._pull import HB_TICKS
-from ._reader import ErrorCallback, MessageReader
+from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs
 from .errors import ConsumerDeletedError, NoHeartbeatError
 from .message import JsMsg
 from .protocol.headers import parse_headers
@@ -69,6 +69,21 @@ class PushStream(MessageReader):
             self._timer = self._loop.call_later(self._hb / HB_TICKS, self._tick)
 
     # -- receive path ---------------------------------------------------------------
+
+    def _deliver_many(self, ops: list[MsgOp], size: int) -> bool:
+        """``_deliver`` of a whole feed in one ``extend`` when no op is a status
+        (heartbeat, flow control); else False."""
+        if not all_plain(ops):
+            return False
+        self._seen = True
+        self.received += len(ops)
+        self._buf.extend(js_msgs(ops, self._nc))
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            if not w.done():
+                w.set_result(None)
+        return True
 
     def _deliver(self, op: MsgOp) -> None:
         self._seen = True

@@ -6,17 +6,20 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Self
 
 from .errors import NatsError
 from .errors import TimeoutError as NatsTimeoutError
+from .message import JsMsg
 
 if TYPE_CHECKING:
     from .client import Client
-    from .message import JsMsg
+    from .protocol.ops import Msg as MsgOp
 
-__all__ = ["ErrorCallback", "MessageReader", "report_to"]
+__all__ = ["ErrorCallback", "MessageReader", "all_plain", "js_msgs", "report_to"]
 
 ErrorCallback = Callable[[BaseException], Any]
 
@@ -32,6 +35,30 @@ def report_to(nc: Client, error_cb: ErrorCallback | None, exc: BaseException) ->
             nc._spawn(res)
     except Exception as cb_exc:
         nc._report_error(cb_exc)
+
+
+_status_of = attrgetter("status")
+_subject_of = attrgetter("subject")
+_reply_of = attrgetter("reply")
+_payload_of = attrgetter("payload")
+_hdr_of = attrgetter("hdr")
+
+
+def all_plain(ops: list[MsgOp]) -> bool:
+    """No op of a feed is a status message (heartbeat, flow control, 408, ...)."""
+    return not any(map(_status_of, ops))
+
+
+def js_msgs(ops: list[MsgOp], nc: Client) -> Iterator[JsMsg]:
+    """``JsMsg`` of each op, made at C speed (for a whole feed of plain messages)."""
+    return map(
+        JsMsg,
+        map(_subject_of, ops),
+        map(_reply_of, ops),
+        map(_payload_of, ops),
+        map(_hdr_of, ops),
+        repeat(nc),
+    )
 
 
 class MessageReader:

@@ -74,6 +74,9 @@ class Subscription:
         self._deliver: Callable[[Msg], None] = (
             self._deliver_cb if cb is not None and not self._cb_is_async else self._deliver_queue
         )
+        self._deliver_many: Callable[[list[Msg], int], bool] | None = (
+            None if cb is not None and not self._cb_is_async else self._deliver_queue_many
+        )
         if self._cb_is_async:
             self._task = asyncio.get_running_loop().create_task(
                 self._run_async_cb(), name=f"jetstream-sub-{sid}"
@@ -103,6 +106,30 @@ class Subscription:
             self._drop(len(op.payload))
         if self.max_msgs is not None:
             self._check_max()
+
+    def _deliver_queue_many(self, ops: list[Msg], size: int) -> bool:
+        """``_deliver_queue`` of all ``ops`` (``size``: their payload bytes) in one
+        ``extend``, when they all fit under the limits and no max_msgs is counting;
+        else False (nothing taken)."""
+        q = self._queue
+        pending = self._pending_bytes + size
+        if (
+            self.max_msgs is not None
+            or len(q) + len(ops) > self.pending_msgs_limit
+            or pending > self.pending_bytes_limit
+        ):
+            return False
+        self.received += len(ops)
+        q.extend(ops)
+        self._pending_bytes = pending
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            try:
+                w.set_result(None)
+            except asyncio.InvalidStateError:  # the reader was cancelled meanwhile
+                pass
+        return True
 
     def _deliver_cb(self, op: Msg) -> None:
         self.received += 1

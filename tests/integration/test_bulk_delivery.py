@@ -1,0 +1,155 @@
+"""A whole feed for one subscription is handed over in one call; the result must be the
+same as delivering op by op. Crafted server bytes are fed to a live connection (its
+``data_received``), so the composition of each feed is known exactly."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import jetstream
+from jetstream import ConsumerConfig, SlowConsumerError, StreamConfig
+from jetstream._pull import _Fetch
+from jetstream._push import PushStream
+
+pytestmark = pytest.mark.asyncio
+
+HB = b"NATS/1.0 100 Idle Heartbeat\r\n\r\n"
+
+
+def msg(subject: str, sid: int, payload: bytes, reply: str | None = None) -> bytes:
+    r = f" {reply}" if reply else ""
+    return f"MSG {subject} {sid}{r} {len(payload)}\r\n".encode() + payload + b"\r\n"
+
+
+def status(sid: int, hdr: bytes) -> bytes:
+    return f"HMSG inbox {sid} {len(hdr)} {len(hdr)}\r\n".encode() + hdr + b"\r\n"
+
+
+async def test_one_feed_for_one_subscription(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe("bulk")
+        await nc.flush()
+        assert nc._conn is not None
+        before = nc.stats.in_msgs
+        nc._conn.data_received(b"".join(msg("bulk", sub.sid, b"%d" % i) for i in range(20)))
+        assert sub.pending_msgs == 20
+        assert sub.pending_bytes == sum(len(b"%d" % i) for i in range(20))
+        assert nc.stats.in_msgs == before + 20
+        got = [(await sub.next_msg(timeout=1)).data for _ in range(20)]
+        assert got == [b"%d" % i for i in range(20)]
+
+
+async def test_feed_over_the_pending_limit_drops_like_op_by_op(nats_url: str) -> None:
+    errors: list[BaseException] = []
+    async with jetstream.connect(nats_url, error_cb=errors.append) as nc:
+        sub = await nc.subscribe("bulk", pending_msgs_limit=10)
+        await nc.flush()
+        assert nc._conn is not None
+        nc._conn.data_received(b"".join(msg("bulk", sub.sid, b"%d" % i) for i in range(25)))
+        assert sub.pending_msgs == 10
+        assert sub.dropped == 15
+        assert sum(isinstance(e, SlowConsumerError) for e in errors) == 1
+        got = [(await sub.next_msg(timeout=1)).data for _ in range(10)]
+        assert got == [b"%d" % i for i in range(10)]
+
+
+async def test_feed_past_max_msgs_ends_the_subscription(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe("bulk", max_msgs=5)
+        await nc.flush()
+        assert nc._conn is not None
+        nc._conn.data_received(b"".join(msg("bulk", sub.sid, b"%d" % i) for i in range(12)))
+        got = [m.data async for m in sub]
+        assert got == [b"%d" % i for i in range(5)]
+
+
+async def test_feed_for_two_subscriptions_and_a_ping(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        a = await nc.subscribe("a")
+        b = await nc.subscribe("b")
+        await nc.flush()
+        assert nc._conn is not None
+        feed = [msg("a", a.sid, b"a%d" % i) for i in range(6)]
+        feed += [msg("b", b.sid, b"b%d" % i) for i in range(6)]
+        feed.insert(3, b"PING\r\n")
+        nc._conn.data_received(b"".join(feed))
+        assert [(await a.next_msg(timeout=1)).data for _ in range(6)] == [
+            b"a%d" % i for i in range(6)
+        ]
+        assert [(await b.next_msg(timeout=1)).data for _ in range(6)] == [
+            b"b%d" % i for i in range(6)
+        ]
+        await nc.flush()  # the PING was answered and the connection is fine
+        assert nc.is_connected
+
+
+async def test_pull_feed_with_a_heartbeat_inside(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="BULK", subjects=["bulk"]))
+        c = await s.create_consumer(ConsumerConfig(durable_name="d"))
+        async with c.messages(max_messages=50) as it:
+            assert nc._conn is not None
+            sid = it._sid
+
+            def js_msg(i: int) -> bytes:
+                return msg("bulk", sid, b"%d" % i, f"$JS.ACK.BULK.d.1.{i + 1}.{i + 1}.0.0")
+
+            plain = b"".join(js_msg(i) for i in range(12))
+            nc._conn.data_received(plain)
+            assert it.pending == 12
+            mixed = [js_msg(i) for i in range(12, 24)]
+            mixed.insert(6, status(sid, HB))
+            nc._conn.data_received(b"".join(mixed))
+            assert it.pending == 24  # the heartbeat never reaches the reader
+            got = [await it.next(timeout=1) for _ in range(24)]
+        assert [m.data for m in got] == [b"%d" % i for i in range(24)]
+        assert [m.metadata.sequence.stream for m in got] == list(range(1, 25))
+
+
+async def test_push_feed_with_a_heartbeat_inside(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="BULKP", subjects=["bulkp"]))
+        c = await s.create_consumer(
+            ConsumerConfig(deliver_subject=nc.new_inbox(), idle_heartbeat=5.0)
+        )
+        it = c.messages()
+        assert isinstance(it, PushStream)
+        async with it:
+            await nc.flush()
+            assert nc._conn is not None
+            sid = it._sid
+            feed = [
+                msg("bulkp", sid, b"%d" % i, f"$JS.ACK.BULKP.p.1.{i}.{i}.0.0") for i in range(10)
+            ]
+            feed.insert(4, status(sid, HB))
+            nc._conn.data_received(b"".join(feed))
+            assert it.pending == 10
+            got = [(await it.next(timeout=1)).data for _ in range(10)]
+        assert got == [b"%d" % i for i in range(10)]
+
+
+async def test_fetch_feed_with_a_heartbeat_inside(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="BULKF", subjects=["bulkf"]))
+        c = await s.create_consumer(ConsumerConfig(durable_name="f"))
+        task = asyncio.create_task(c.fetch(10, expires=5.0))
+        fetches: list[_Fetch] = []
+        while not fetches:
+            await asyncio.sleep(0.01)
+            fetches = [s for s in nc._subs.values() if isinstance(s, _Fetch)]
+        sid = fetches[0]._sid
+        feed = [
+            msg("bulkf", sid, b"%d" % i, f"$JS.ACK.BULKF.f.1.{i + 1}.{i + 1}.0.0")
+            for i in range(10)
+        ]
+        feed.insert(6, status(sid, HB))
+        assert nc._conn is not None
+        nc._conn.data_received(b"".join(feed))
+        got = await asyncio.wait_for(task, 5)
+        assert [m.data for m in got] == [b"%d" % i for i in range(10)]
+        assert not nc._subs.get(sid)  # the batch is complete: the inbox is gone
