@@ -107,6 +107,78 @@ async def test_callbacks_run_in_order_sync_and_async(nats_url: str) -> None:
         assert async_seen == list(range(100))
 
 
+async def test_async_callback_started_inline_keeps_order_and_one_at_a_time(
+    nats_url: str,
+) -> None:
+    """Handlers that finish without waiting run on the receive path, those that wait
+    are carried on by the subscription's task: still in order, never two at once."""
+    errors: list[BaseException] = []
+    async with jetstream.connect(nats_url, error_cb=errors.append) as nc:
+        seen: list[int] = []
+        active = 0
+        most = 0
+        done = asyncio.Event()
+
+        async def handler(msg: Msg) -> None:
+            nonlocal active, most
+            i = int(msg.data)
+            active += 1
+            most = max(most, active)
+            try:
+                if i % 7 == 3:
+                    raise ValueError(f"bad {i}")  # before any wait: on the receive path
+                if i % 5 == 0:
+                    await asyncio.sleep(0.002)  # waits: the task carries it on
+                    if i % 10 == 0:
+                        raise ValueError(f"late {i}")  # after a wait: inside the task
+                seen.append(i)
+            finally:
+                active -= 1
+                if i == 199:
+                    done.set()
+
+        sub = await nc.subscribe("eager", cb=handler)
+        await nc.flush()
+        for i in range(200):
+            await nc.publish("eager", str(i).encode())
+            if i % 3 == 0:
+                await nc.flush()  # some arrive while the task is idle, some in bursts
+        async with asyncio.timeout(10):
+            await done.wait()
+        expected = [i for i in range(200) if i % 7 != 3 and i % 10 != 0]
+        assert seen == expected
+        assert most == 1
+        bad = sorted(str(e) for e in errors if isinstance(e, ValueError))
+        assert bad == sorted(
+            [f"bad {i}" for i in range(200) if i % 7 == 3]
+            + [f"late {i}" for i in range(200) if i % 10 == 0 and i % 7 != 3]
+        )
+        assert sub.received == 200
+
+
+async def test_close_while_an_inline_started_handler_waits(nats_url: str) -> None:
+    finished: list[str] = []
+    nc = await jetstream.connect(nats_url)
+    started = asyncio.Event()
+
+    async def handler(msg: Msg) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+            finished.append("slept")
+        finally:
+            finished.append("finally")
+
+    await nc.subscribe("hang", cb=handler)
+    await nc.flush()
+    await nc.publish("hang", b"x")
+    async with asyncio.timeout(5):
+        await started.wait()
+    await nc.close()
+    assert finished == ["finally"]  # cancelled, not left suspended
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("jetstream-")]
+
+
 async def test_max_msgs_auto_unsubscribes(nats_url: str) -> None:
     async with jetstream.connect(nats_url) as nc:
         sub = await nc.subscribe("limited", max_msgs=3)
