@@ -94,9 +94,11 @@ class Subscription:
 
     # -- receive path -----------------------------------------------------
 
-    # Two specialised receive paths, picked once in __init__ (``self._deliver``): the
-    # hot one appends to the deque and wakes the reader; the other runs a plain
-    # callback inline. Neither creates a task or a future.
+    # Specialised receive paths, picked once in __init__ (``self._deliver``): the hot
+    # one appends to the deque and wakes the reader; one runs a plain callback inline;
+    # one starts an async callback inline when its task is idle, else queues for it.
+    # ``_deliver_queue_many`` takes a whole feed at once. None creates a task or a
+    # future per message.
 
     def _deliver_queue(self, op: Msg) -> None:
         self.received += 1
@@ -105,13 +107,8 @@ class Subscription:
         if len(q) < self.pending_msgs_limit and pending <= self.pending_bytes_limit:
             q.append(op)
             self._pending_bytes = pending
-            w = self._waiter
-            if w is not None:
-                self._waiter = None
-                try:
-                    w.set_result(None)
-                except asyncio.InvalidStateError:  # the reader was cancelled meanwhile
-                    pass
+            if self._waiter is not None:
+                self._wake()
         else:
             self._drop(len(op.payload))
         if self.max_msgs is not None:
@@ -162,6 +159,12 @@ class Subscription:
         self.received += len(ops)
         q.extend(ops)
         self._pending_bytes = pending
+        if self._waiter is not None:
+            self._wake()
+        return True
+
+    def _wake(self) -> None:
+        """Wake the reader (or the callback task) waiting for a message."""
         w = self._waiter
         if w is not None:
             self._waiter = None
@@ -169,7 +172,6 @@ class Subscription:
                 w.set_result(None)
             except asyncio.InvalidStateError:  # the reader was cancelled meanwhile
                 pass
-        return True
 
     def _deliver_cb(self, op: Msg) -> None:
         self.received += 1
