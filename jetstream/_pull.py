@@ -15,7 +15,10 @@ Status messages never reach user code:
 The continuous stream keeps ``outstanding`` (asked, not yet delivered or given up
 by the server) and the buffer (delivered, not yet taken by the reader); below the
 threshold it pulls ``batch - outstanding - buffered`` more, so memory stays
-bounded by one batch however slow the reader is.
+bounded by one batch however slow the reader is. A reset (a missed heartbeat, a
+reconnect, a leader change) pulls again on a fresh inbox; the old inbox stays
+subscribed while its requests may live, and what they still deliver is kept
+without counting against the new requests.
 """
 
 from __future__ import annotations
@@ -83,6 +86,11 @@ class PullOptions:
                 raise ValueError("heartbeat must be positive")
             if self.heartbeat * 2 > self.expires:
                 raise ValueError("heartbeat must be at most half of expires")
+
+
+def _wire_size(op: MsgOp) -> int:
+    """What a delivered message counts against a pull's ``max_bytes``."""
+    return len(op.subject) + len(op.reply or "") + len(op.payload) + (len(op.hdr) if op.hdr else 0)
 
 
 class _PullBase:
@@ -174,15 +182,7 @@ class _PullBase:
             if self._opts.group is not None and op.hdr and b"Nats-Pin-Id" in op.hdr:
                 c = self._consumer
                 c._pin_id = msg.headers.get(PIN_ID_HEADER) or c._pin_id
-            size = (
-                len(op.subject)
-                + len(op.reply or "")
-                + len(op.payload)
-                + (len(op.hdr) if op.hdr else 0)
-                if self._track_bytes
-                else 0
-            )
-            self._on_msg(msg, size)
+            self._on_msg(msg, _wire_size(op) if self._track_bytes else 0)
         else:
             _, desc, headers = parse_headers(op.hdr or b"NATS/1.0\r\n\r\n")
             try:
@@ -389,6 +389,8 @@ class MessageStream(_PullBase, MessageReader):
         self._error_cb = error_cb
         self._retry_timer: asyncio.TimerHandle | None = None
         self._started = False
+        #: inboxes left by resets, still subscribed while their requests may deliver
+        self._retired: dict[int, _RetiredInbox] = {}
 
     def _start(self) -> None:
         if self._started:
@@ -491,10 +493,60 @@ class MessageStream(_PullBase, MessageReader):
             self._finish(self._status_error(status, desc))
 
     def _reset(self) -> None:
-        """Forget every outstanding request and pull afresh."""
+        """Forget every outstanding request and pull afresh, on a fresh inbox.
+
+        Requests made before may still be alive on the server (a missed heartbeat, a
+        reconnect): what they deliver on the old inbox is kept, but their statuses (a
+        408 when they expire) no longer count against the new requests, which would
+        make the buffer pull past its bound.
+        """
         self._out_msgs = 0
         self._out_bytes = 0
+        if self._started and not self._closed:
+            self._retire_inbox()
         self._refill()
+
+    def _retire_inbox(self) -> None:
+        nc = self._nc
+        old = self._sid
+        if nc._subs.get(old) is not self:
+            return
+        late = _RetiredInbox(self, self.subject)
+        nc._register(old, late)
+        # The longest an old request lives, and a margin for its last bytes in flight.
+        late.timer = self._loop.call_later(self._opts.expires + 5.0, self._drop_retired, old)
+        self._retired[old] = late
+        self.subject = nc.new_inbox()
+        self._sid = nc._new_sid()
+        self._subscribe()
+
+    def _drop_retired(self, sid: int) -> None:
+        late = self._retired.pop(sid, None)
+        if late is not None:
+            if late.timer is not None:
+                late.timer.cancel()
+            nc = self._nc
+            if nc._subs.get(sid) is late:
+                nc._forget_sub(sid)
+                nc._send_unsub(sid, None)
+
+    def _late(self, op: MsgOp) -> None:
+        """What a request from before the last reset delivers: a message is kept (not
+        counted against the new requests); a status ends only that old request."""
+        self._seen = True
+        if op.status:
+            if op.status == 409 and op.hdr and b"deleted" in op.hdr.lower():
+                self._deliver(op)  # the consumer is gone: that ends us too
+            return
+        if self._closed:
+            return
+        self.received += 1
+        msg = JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc)
+        if self._track_bytes:
+            msg._size = size = _wire_size(op)
+            self._buf_bytes += size
+        self._buf.append(msg)
+        self._wake()
 
     def _retry_later(self, delay: float = 0.5) -> None:
         if self._retry_timer is None and not self._closed:
@@ -526,6 +578,8 @@ class MessageStream(_PullBase, MessageReader):
 
     def _finish(self, error: BaseException | None) -> None:
         self._cancel_retry()
+        for sid in list(self._retired):
+            self._drop_retired(sid)
         nc = self._nc
         if self._on_loss in nc._loss_hooks:
             nc._loss_hooks.remove(self._on_loss)
@@ -564,6 +618,22 @@ class MessageStream(_PullBase, MessageReader):
                 await w
             finally:
                 self._waiter = None
+
+
+class _RetiredInbox:
+    """The sid-table entry of an inbox a ``MessageStream`` left on a reset."""
+
+    def __init__(self, stream: MessageStream, subject: str) -> None:
+        self.stream = stream
+        self.subject = subject
+        self.queue: str | None = None
+        self.max_msgs: int | None = None
+        self.received = 0
+        self.timer: asyncio.TimerHandle | None = None
+
+    def _deliver(self, op: MsgOp) -> None:
+        self.received += 1
+        self.stream._late(op)
 
 
 class ConsumeContext:

@@ -19,6 +19,7 @@ from jetstream import (
     StreamConfig,
     StreamNotFoundError,
 )
+from jetstream._pull import _RetiredInbox
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
 
@@ -263,3 +264,54 @@ async def test_push_ordered_consumer(js: JetStream) -> None:
     assert any(isinstance(e, NoHeartbeatError) for e in errors)
     with pytest.raises(TypeError):
         await oc.next(timeout=1)
+
+
+async def test_requests_from_before_a_reset_do_not_count_against_the_new_ones(
+    js: JetStream, nc: Client
+) -> None:
+    """After a reset (missed heartbeat, reconnect) the old pull requests may still be alive
+    on the server: their expiry must not make the stream pull past its bound, and the
+    messages they deliver are still handed over."""
+    s = await js.create_stream(StreamConfig(name="RST", subjects=["rst"]))
+    c = await s.create_consumer(ConsumerConfig(durable_name="r"))
+    pulls = await nc.subscribe("$JS.API.CONSUMER.MSG.NEXT.RST.r")
+    await nc.flush()
+    async with c.messages(max_messages=10, expires=2.0, heartbeat=1.0) as it:
+        it.__aiter__()  # starts it: the first pull
+        first = await pulls.next_msg(timeout=5)
+        old_inbox = first.reply
+        it._reset()  # as a missed heartbeat would: pull again, on a fresh inbox
+        second = await pulls.next_msg(timeout=5)
+        assert second.reply != old_inbox
+        # Both requests expire about 2 s later: only the new one's 408 leads to a pull.
+        third = await pulls.next_msg(timeout=10)
+        assert third.reply == second.reply
+        await asyncio.sleep(0.5)
+        assert pulls.pending_msgs == 0  # no extra pull for the old request's 408
+        assert it._out_msgs == 10
+        # Messages the old requests deliver are kept too (here: the new ones answer).
+        await publish_many(js, "rst", 5)
+        got = [int((await it.next(timeout=5)).data) for _ in range(5)]
+        assert got == list(range(5))
+    assert not [t for t in nc._subs.values() if t is it or isinstance(t, _RetiredInbox)]
+
+
+async def test_a_late_message_on_a_retired_inbox_is_delivered(js: JetStream, nc: Client) -> None:
+    s = await js.create_stream(StreamConfig(name="LATE", subjects=["late"]))
+    c = await s.create_consumer(ConsumerConfig(durable_name="l"))
+    async with c.messages(max_messages=10, expires=30.0) as it:
+        it.__aiter__()
+        await nc.flush()
+        old_sid = it._sid
+        it._reset()
+        await nc.flush()
+        late = nc._subs[old_sid]
+        assert it._sid != old_sid and isinstance(late, _RetiredInbox)
+        out_before = it._out_msgs
+        # The server still holds both requests and serves them in turn.
+        await publish_many(js, "late", 3)
+        got = [int((await it.next(timeout=5)).data) for _ in range(3)]
+        assert got == [0, 1, 2]
+        assert late.received >= 1  # some came through the old inbox...
+        assert it._out_msgs == out_before - (3 - late.received)  # ...and are not counted
+    assert old_sid not in nc._subs  # dropped with the stream
