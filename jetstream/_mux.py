@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 from typing import TYPE_CHECKING
 
 from .errors import ConnectionClosedError, NoRespondersError
@@ -31,18 +32,52 @@ class RequestMux:
         self.queue: str | None = None
         self.max_msgs: int | None = None
         self.received = 0
-        self.waiters: dict[str, asyncio.Future[Msg]] = {}
+        #: token -> (reply future, deadline, subject, timeout) of each request in flight
+        self.waiters: dict[str, tuple[asyncio.Future[Msg], float, str, float]] = {}
         self.tokens = itertools.count(1)
+        # One timer for all requests, at the earliest deadline that may still matter,
+        # instead of a timer (made, heap-pushed, cancelled) per request.
+        self.due = math.inf
+        self._timer: asyncio.TimerHandle | None = None
 
     def _deliver(self, op: Msg) -> None:
-        fut = self.waiters.get(op.subject[self.cut :])
-        if fut is not None and not fut.done():
-            fut.set_result(op)
+        w = self.waiters.get(op.subject[self.cut :])
+        if w is not None and not w[0].done():
+            w[0].set_result(op)
+
+    def arm(self, when: float) -> None:
+        """Have the sweep run at ``when`` (earlier than it is due now)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self.due = when
+        self._timer = self.client._loop.call_at(when, self._sweep)
+
+    def _sweep(self) -> None:
+        """Fail the requests past their deadline; run again at the next deadline."""
+        self._timer = None
+        self.due = math.inf
+        now = self.client._loop.time()
+        nxt = math.inf
+        for fut, deadline, subject, timeout in list(self.waiters.values()):
+            if fut.done():
+                continue
+            if deadline <= now:
+                fut.set_exception(
+                    NatsTimeoutError(f"request to {subject!r}: no reply within {timeout}s")
+                )
+            elif deadline < nxt:
+                nxt = deadline
+        if nxt < math.inf:
+            self.arm(nxt)
 
     def fail_all(self, exc: BaseException) -> None:
-        for fut in self.waiters.values():
+        for fut, _, _, _ in self.waiters.values():
             if not fut.done():
                 fut.set_exception(exc)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.due = math.inf
 
 
 async def gather_replies(

@@ -46,12 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["Client"]
 
 
-def _expire(fut: asyncio.Future[Msg], subject: str, timeout: float) -> None:
-    """A request's timer: no reply in time."""
-    if not fut.done():
-        fut.set_exception(NatsTimeoutError(f"request to {subject!r}: no reply within {timeout}s"))
-
-
 class Client(_ClientBase):
     """A connection to a NATS system. Make one with ``await jetstream.connect(...)``."""
 
@@ -417,9 +411,10 @@ class Client(_ClientBase):
         token = str(n)
         loop = self._loop
         fut: asyncio.Future[Msg] = loop.create_future()
-        mux.waiters[token] = fut
-        # One timer that fails the future (cheaper than an asyncio.timeout block).
-        timer = loop.call_at(loop.time() + timeout, _expire, fut, subject, timeout)
+        deadline = loop.time() + timeout
+        mux.waiters[token] = (fut, deadline, subject, timeout)
+        if deadline < mux.due:
+            mux.arm(deadline)  # else the mux's sweep is due first and will re-arm for it
         try:
             # A lone request is written now rather than at the end of this loop
             # iteration (no flush callback, so no extra loop iteration); concurrent ones
@@ -436,7 +431,6 @@ class Client(_ClientBase):
                 fut.exception()  # failed while we were cancelled: retrieved, not logged
             raise
         finally:
-            timer.cancel()
             mux.waiters.pop(token, None)
         if msg.status == 503:
             raise NoRespondersError(f"no responders on {subject!r}")

@@ -245,6 +245,33 @@ async def test_request_timeout_and_cancel_leave_nothing(nats_url: str) -> None:
         await nc.flush()
 
 
+async def test_requests_of_mixed_timeouts_each_expire_on_time(nats_url: str) -> None:
+    """One timer serves every request: a shorter timeout made later must still fire
+    first, and the longer one after it."""
+    async with jetstream.connect(nats_url) as nc:
+        await nc.subscribe("silent")  # someone listens, nobody answers
+        await nc.flush()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+
+        async def timed(timeout: float) -> float:
+            with pytest.raises(NatsTimeoutError):
+                await nc.request("silent", b"", timeout=timeout)
+            return loop.time() - t0
+
+        long = asyncio.create_task(timed(2.0))
+        await asyncio.sleep(0.01)
+        short = asyncio.create_task(timed(0.3))
+        answered = asyncio.create_task(nc.request("echo.none", b"", timeout=5.0))
+        t_short = await short
+        t_long = await long
+        assert 0.3 <= t_short < t_long - 0.5
+        assert t_long >= 2.0
+        with pytest.raises(NoRespondersError):
+            await answered
+        assert nc._mux is not None and nc._mux.waiters == {}
+
+
 async def test_request_many(nats_url: str) -> None:
     async with jetstream.connect(nats_url) as nc:
         for i in range(3):
