@@ -74,8 +74,10 @@ class MessageReader:
         raise NotImplementedError
 
     def _take(self) -> JsMsg | None:
-        """The next buffered message with its bookkeeping, or None (no waiting)."""
-        raise NotImplementedError
+        """The next buffered message with its bookkeeping, or None: nothing that can be
+        handed over without the async path (this default, for readers without a buffer
+        of their own)."""
+        return None
 
     def _start(self) -> None:
         raise NotImplementedError
@@ -112,6 +114,9 @@ class MessageReader:
             TimeoutError: nothing arrived in time.
             StopAsyncIteration: the iteration has ended (stopped or drained).
         """
+        msg = self._take()
+        if msg is not None:  # buffered: no timeout to arm
+            return msg
         try:
             async with asyncio.timeout(timeout):
                 return await self.__anext__()

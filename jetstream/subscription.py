@@ -253,6 +253,8 @@ class Subscription:
             TimeoutError: nothing arrived in time.
             ConnectionClosedError: the subscription ended (unsubscribed or closed).
         """
+        if self._queue and self._cb is None:
+            return self._pop()  # queued: no timeout to arm
         try:
             async with asyncio.timeout(timeout):
                 return await self.__anext__()
