@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import types
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from .errors import ConnectionClosedError, NatsError, SlowConsumerError
 from .errors import TimeoutError as NatsTimeoutError
@@ -35,11 +34,9 @@ class Subscription:
     """A subscription on a subject: an async iterator of ``Msg``, or a callback.
 
     Iterate with ``async for msg in sub`` or call ``await sub.next_msg(timeout)``.
-    With ``cb=``, the callback runs for each message in order, one at a time: a
-    plain function is called right from the receive path; a coroutine function
-    runs in one task per subscription (never a task per message), except that
-    when that task is idle a new message's handler is started right from the
-    receive path, and the task carries it on only if it has to wait.
+    With ``cb=``, the callback runs for each message in order: a plain function
+    is called right from the receive path; a coroutine function runs in one
+    task per subscription (never a task per message).
     """
 
     def __init__(
@@ -74,15 +71,8 @@ class Subscription:
         self._slow = False
         self._closed = False
         self._error: BaseException | None = None
-        #: an async callback started on the receive path and now waiting (its
-        #: coroutine, and what it waits on): the task carries it on before the queue
-        self._inflight: tuple[Coroutine[Any, Any, Any], Any] | None = None
         self._deliver: Callable[[Msg], None] = (
-            self._deliver_queue
-            if cb is None
-            else self._deliver_eager
-            if self._cb_is_async
-            else self._deliver_cb
+            self._deliver_cb if cb is not None and not self._cb_is_async else self._deliver_queue
         )
         self._deliver_many: Callable[[list[Msg], int], bool] | None = (
             None if cb is not None and not self._cb_is_async else self._deliver_queue_many
@@ -94,11 +84,14 @@ class Subscription:
 
     # -- receive path -----------------------------------------------------
 
-    # Specialised receive paths, picked once in __init__ (``self._deliver``): the hot
-    # one appends to the deque and wakes the reader; one runs a plain callback inline;
-    # one starts an async callback inline when its task is idle, else queues for it.
-    # ``_deliver_queue_many`` takes a whole feed at once. None creates a task or a
-    # future per message.
+    # Two specialised receive paths, picked once in __init__ (``self._deliver``): the
+    # hot one appends to the deque and wakes the reader (or the task of an async
+    # callback); the other runs a plain callback inline. ``_deliver_queue_many`` takes
+    # a whole feed at once. None creates a task or a future per message.
+    #
+    # An async callback always runs in the subscription's task, never started from
+    # the receive path: a handler may use ``asyncio.timeout()`` or anything else that
+    # needs a current task, and may close the client.
 
     def _deliver_queue(self, op: Msg) -> None:
         self.received += 1
@@ -111,36 +104,6 @@ class Subscription:
                 self._wake()
         else:
             self._drop(len(op.payload))
-        if self.max_msgs is not None:
-            self._check_max()
-
-    def _deliver_eager(self, op: Msg) -> None:
-        """An async callback with its task idle (waiting, nothing queued or in flight):
-        start the callback right here. A handler that finishes without waiting (an echo
-        service's ``await msg.respond(...)``) costs no wake-up of the task and no loop
-        iteration; one that waits is carried on by the task, before anything queued
-        after it, so handlers still run one at a time and in order."""
-        w = self._waiter
-        if w is None or w.done() or self._queue or self._inflight is not None or self._closed:
-            self._deliver_queue(op)
-            return
-        self.received += 1
-        cb = cast("Callable[[Msg], Coroutine[Any, Any, Any]]", self._cb)
-        try:
-            coro = cb(op)
-        except Exception as exc:
-            self._client._report_error(exc)
-        else:
-            try:
-                step = coro.send(None)
-            except (StopIteration, asyncio.CancelledError):
-                pass  # done (a handler that cancels itself before waiting is done too)
-            except Exception as exc:
-                self._client._report_error(exc)
-            else:
-                self._inflight = (coro, step)
-                self._waiter = None
-                w.set_result(None)
         if self.max_msgs is not None:
             self._check_max()
 
@@ -267,15 +230,6 @@ class Subscription:
         cb = self._cb
         assert cb is not None
         while True:
-            inflight = self._inflight
-            if inflight is not None:
-                self._inflight = None
-                try:
-                    await _resume(*inflight)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    self._client._report_error(exc)
             while self._queue:
                 msg = self._pop()
                 try:
@@ -348,30 +302,7 @@ class Subscription:
         if task is not None and task is not asyncio.current_task():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        inflight, self._inflight = self._inflight, None
-        if inflight is not None:  # started, never carried on: the task was cancelled first
-            inflight[0].close()
 
     def __repr__(self) -> str:
         q = f", queue={self.queue!r}" if self.queue else ""
         return f"<Subscription sid={self.sid} subject={self.subject!r}{q}>"
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, Any], step: Any) -> Generator[Any, Any, None]:
-    """Carry on, inside a task, a coroutine that was started outside one and yielded
-    ``step`` (what it waits on): pass each wait up to the task and each result or
-    exception (a cancellation) back down, as ``await`` would have."""
-    while True:
-        try:
-            sent = yield step
-        except BaseException as exc:
-            try:
-                step = coro.throw(exc)
-            except StopIteration:
-                return
-        else:
-            try:
-                step = coro.send(sent)
-            except StopIteration:
-                return

@@ -107,11 +107,9 @@ async def test_callbacks_run_in_order_sync_and_async(nats_url: str) -> None:
         assert async_seen == list(range(100))
 
 
-async def test_async_callback_started_inline_keeps_order_and_one_at_a_time(
-    nats_url: str,
-) -> None:
-    """Handlers that finish without waiting run on the receive path, those that wait
-    are carried on by the subscription's task: still in order, never two at once."""
+async def test_async_callbacks_keep_order_and_run_one_at_a_time(nats_url: str) -> None:
+    """Handlers that finish without waiting and handlers that wait, errors raised before
+    and after a wait: still in order, never two at once, every error reported."""
     errors: list[BaseException] = []
     async with jetstream.connect(nats_url, error_cb=errors.append) as nc:
         seen: list[int] = []
@@ -156,7 +154,36 @@ async def test_async_callback_started_inline_keeps_order_and_one_at_a_time(
         assert sub.received == 200
 
 
-async def test_close_while_an_inline_started_handler_waits(nats_url: str) -> None:
+async def test_async_handler_has_a_task_and_may_close_the_client(nats_url: str) -> None:
+    """An async handler runs inside a task: asyncio.timeout() works in it, and it may
+    close the client it was called from."""
+    errors: list[BaseException] = []
+    nc = await jetstream.connect(nats_url, error_cb=errors.append)
+    steps: list[str] = []
+
+    async def handler(msg: Msg) -> None:
+        async with asyncio.timeout(5):
+            steps.append(msg.data.decode())
+            if msg.reply:
+                await msg.respond(b"ok")
+        if msg.data == b"stop":
+            await nc.close()
+            steps.append("closed")
+
+    await nc.subscribe("svc.task", cb=handler)
+    await nc.flush()
+    reply = await nc.request("svc.task", b"one", timeout=5)
+    assert reply.data == b"ok"
+    await nc.publish("svc.task", b"stop")
+    async with asyncio.timeout(10):
+        while not nc.is_closed:
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    assert steps == ["one", "stop", "closed"]
+    assert errors == []
+
+
+async def test_close_while_a_handler_waits(nats_url: str) -> None:
     finished: list[str] = []
     nc = await jetstream.connect(nats_url)
     started = asyncio.Event()
