@@ -112,7 +112,6 @@ class _PullBase:
         self.received = 0
         self._sid = nc._new_sid()
         self._buf: deque[JsMsg] = deque()
-        self._waiter: asyncio.Future[None] | None = None
         self._seen = False
         self._hb_misses = 0
         self._hb_timer: asyncio.TimerHandle | None = None
@@ -166,13 +165,6 @@ class _PullBase:
             req.idle_heartbeat = o.heartbeat
         self._nc._publish_nowait(msg.reply, b"+NXT " + encode(req), self.subject, None)
         msg._acked = True
-
-    def _wake(self) -> None:
-        w = self._waiter
-        if w is not None:
-            self._waiter = None
-            if not w.done():
-                w.set_result(None)
 
     def _deliver(self, op: MsgOp) -> None:
         self._seen = True
@@ -277,7 +269,6 @@ class _PullBase:
             self._error = error
         self._stop_heartbeat()
         self._unsubscribe()
-        self._wake()
 
 
 class _Fetch(_PullBase):
@@ -385,6 +376,7 @@ class MessageStream(_PullBase, MessageReader):
         self._out_msgs = 0
         self._out_bytes = 0
         self._buf_bytes = 0
+        self._waiter: asyncio.Future[None] | None = None
         self._draining = False
         self._error_cb = error_cb
         self._retry_timer: asyncio.TimerHandle | None = None
@@ -437,11 +429,8 @@ class MessageStream(_PullBase, MessageReader):
         if self._out_msgs > 0:
             self._out_msgs -= 1
         self._buf.append(JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc))
-        w = self._waiter
-        if w is not None:
-            self._waiter = None
-            if not w.done():
-                w.set_result(None)
+        if self._waiter is not None:
+            self._wake()
 
     def _took(self, n: int) -> None:
         self._out_msgs = max(self._out_msgs - n, 0)
@@ -454,14 +443,16 @@ class MessageStream(_PullBase, MessageReader):
             self._out_msgs -= 1
         if size:
             self._out_bytes = max(self._out_bytes - size, 0)
+        self._keep(msg, size)
+
+    def _keep(self, msg: JsMsg, size: int) -> None:
+        """Buffer ``msg`` (``size``: what it counts against max_bytes, or 0)."""
+        if size:
             self._buf_bytes += size
             msg._size = size
         self._buf.append(msg)
-        w = self._waiter
-        if w is not None:
-            self._waiter = None
-            if not w.done():
-                w.set_result(None)
+        if self._waiter is not None:
+            self._wake()
 
     def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
         low = desc.lower()
@@ -542,11 +533,7 @@ class MessageStream(_PullBase, MessageReader):
             return
         self.received += 1
         msg = JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc)
-        if self._track_bytes:
-            msg._size = size = _wire_size(op)
-            self._buf_bytes += size
-        self._buf.append(msg)
-        self._wake()
+        self._keep(msg, _wire_size(op) if self._track_bytes else 0)
 
     def _retry_later(self, delay: float = 0.5) -> None:
         if self._retry_timer is None and not self._closed:
@@ -586,6 +573,7 @@ class MessageStream(_PullBase, MessageReader):
         if self._on_reconnect in nc._reconnect_hooks:
             nc._reconnect_hooks.remove(self._on_reconnect)
         super()._finish(error)
+        self._wake()
 
     # -- the reader side -----------------------------------------------------------------
 

@@ -78,11 +78,7 @@ class PushStream(MessageReader):
         self._seen = True
         self.received += len(ops)
         self._buf.extend(js_msgs(ops, self._nc))
-        w = self._waiter
-        if w is not None:
-            self._waiter = None
-            if not w.done():
-                w.set_result(None)
+        self._wake()
         return True
 
     def _deliver(self, op: MsgOp) -> None:
@@ -90,11 +86,8 @@ class PushStream(MessageReader):
         if op.status == 0:
             self.received += 1
             self._buf.append(JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc))
-            w = self._waiter
-            if w is not None:
-                self._waiter = None
-                if not w.done():
-                    w.set_result(None)
+            if self._waiter is not None:
+                self._wake()
             return
         _, desc, headers = parse_headers(op.hdr or b"NATS/1.0\r\n\r\n")
         low = desc.lower()
@@ -182,9 +175,7 @@ class PushStream(MessageReader):
         if self._sid in nc._subs:
             nc._forget_sub(self._sid)
             nc._send_unsub(self._sid, None)
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result(None)
+        self._wake()
 
     async def _close(self) -> None:
         self._finish(None)

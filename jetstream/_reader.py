@@ -66,6 +66,7 @@ class MessageReader:
     ``_finish`` and keep received messages in ``_buf``."""
 
     _buf: deque[JsMsg]
+    _waiter: asyncio.Future[None] | None
     _draining: bool
     _nc: Client
     _error_cb: ErrorCallback | None
@@ -81,6 +82,14 @@ class MessageReader:
 
     def _start(self) -> None:
         raise NotImplementedError
+
+    def _wake(self) -> None:
+        """Wake the reader waiting in ``__anext__``, if one is."""
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            if not w.done():
+                w.set_result(None)
 
     def _finish(self, error: BaseException | None) -> None:
         raise NotImplementedError

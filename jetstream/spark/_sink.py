@@ -180,14 +180,8 @@ class _PartitionWriter:
             row = (subject, data, headers, msg_id)
             while not track(subject, data, hdr, self, row):
                 await pub._wait_room(pub.timeout)
-                await self._writable()
+                await self.js.client._wait_writable()
         self.index = start + n
-
-    async def _writable(self) -> None:
-        nc = self.js.client
-        conn = nc._conn
-        if conn is not None and conn.write_paused:
-            await nc._wait_writable()
 
     async def finish(self) -> None:
         pub = self.js._publisher
