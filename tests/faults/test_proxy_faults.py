@@ -86,10 +86,14 @@ async def test_publishes_with_msg_ids_survive_connection_cuts(proxy: FaultProxy)
                 proxy.cut()
 
         task = asyncio.create_task(cutter())
+        n = 0
         try:
-            n = 2000
-            for i in range(n):
-                await js.publish("cut", str(i).encode(), msg_id=f"id-{i}", retry_attempts=20)
+            # Publish until at least 2000 are stored and the link was cut 3 times: a fast
+            # machine would otherwise finish before the third cut.
+            async with asyncio.timeout(120):
+                while n < 2000 or proxy.cuts < 3:
+                    await js.publish("cut", str(n).encode(), msg_id=f"id-{n}", retry_attempts=20)
+                    n += 1
         finally:
             stop.set()
             await task
