@@ -73,8 +73,39 @@ class StreamMsg(msgspec.Struct):
         return h
 
 
+_SEQ_LINE = b"\r\n" + NATS_SEQUENCE.encode() + b":"
+_SUBJECT_LINE = b"\r\n" + NATS_SUBJECT.encode() + b":"
+_TS_LINE = b"\r\n" + NATS_TIME_STAMP.encode() + b":"
+
+
+def _line_value(raw: bytes, line: bytes) -> bytes | None:
+    """The value of the first header spelled exactly as ``line`` (``b"\\r\\nName:"``)
+    names it, or None."""
+    i = raw.find(line)
+    if i < 0:
+        return None
+    i += len(line)
+    j = raw.find(b"\r\n", i)
+    return raw[i:j].strip(b" \t") if j >= 0 else None
+
+
 def _direct_msg(msg: Msg, stream: str) -> StreamMsg:
     """Turn a direct-get reply into a StreamMsg (its metadata rides in headers)."""
+    raw = msg.raw_headers
+    if raw is not None:
+        # The server spells its three headers exactly so: find them without parsing
+        # the whole block (the first of a repeated key wins, as in Headers). Anything
+        # else (another spelling, a bad value) takes the full parse below.
+        seq = _line_value(raw, _SEQ_LINE)
+        subject = _line_value(raw, _SUBJECT_LINE)
+        stamp = _line_value(raw, _TS_LINE)
+        if seq and subject and stamp and seq.isdigit():
+            try:
+                ts = _TS.decode(b'"' + stamp + b'"')
+            except msgspec.DecodeError:
+                pass
+            else:
+                return StreamMsg(subject.decode("utf-8", "replace"), int(seq), msg.data, ts, raw)
     h = msg.headers
     try:
         seq = int(h[NATS_SEQUENCE])
