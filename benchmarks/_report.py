@@ -41,8 +41,9 @@ __all__ = [
     "best_of",
     "best_of_async",
     "format_table",
-    "measure_workloads",
     "race",
+    "race_async",
+    "race_workloads",
     "report",
     "run_on_loop",
 ]
@@ -209,18 +210,39 @@ async def best_of_async(run: Callable[[], Awaitable[float]], repeat: int) -> flo
 Workload = tuple[str, int, Callable[[], Awaitable[float]]]
 
 
-async def measure_workloads(
-    impl: str, workloads: Sequence[Workload], *, repeat: int, only: str = "", unit: str = "ops/s"
+async def race_async(
+    runs: Mapping[str, Callable[[], Awaitable[float]]], repeat: int
+) -> dict[str, float]:
+    """``race`` for async workloads that time themselves: each of ``runs`` ``repeat``
+    times, taking turns, and the best seconds of each."""
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(max(1, repeat)):
+        for name, run in runs.items():
+            gc.collect()
+            best[name] = min(best[name], await run())
+    return best
+
+
+async def race_workloads(
+    impls: Mapping[str, Sequence[Workload]],
+    *,
+    repeat: int,
+    only: str = "",
+    unit: str = "ops/s",
 ) -> list[Measurement]:
-    """Time each workload of one implementation (best of ``repeat``), printing each rate as
-    it comes; ``only`` keeps the workloads whose label contains it."""
+    """Time the same workloads of several implementations, taking turns within each
+    workload (ours, theirs, ours, ...), so that a machine busy for a while slows every
+    contender alike; prints each best rate as it comes. The implementations must list
+    the same workload labels, in the same order."""
+    lists = list(impls.values())
     out: list[Measurement] = []
-    for label, ops, run in workloads:
+    for k, (label, ops, _) in enumerate(lists[0]):
         if only and only not in label:
             continue
-        seconds = await best_of_async(run, repeat)
-        out.append(Measurement(label, impl, seconds, ops))
-        print(f"  {impl:9s} {label:26s} {ops / seconds:12,.0f} {unit}", flush=True)
+        runs = {name: wl[k][2] for name, wl in impls.items()}
+        for name, seconds in (await race_async(runs, repeat)).items():
+            out.append(Measurement(label, name, seconds, ops))
+            print(f"  {name:9s} {label:26s} {ops / seconds:12,.0f} {unit}", flush=True)
     return out
 
 

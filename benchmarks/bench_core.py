@@ -17,12 +17,13 @@ import asyncio
 import math
 import statistics
 import time
+from functools import partial
 from typing import Any
 
 import nats
 
 import jetstream
-from benchmarks._report import Measurement, arg_parser, best_of_async, report, run_on_loop
+from benchmarks._report import Measurement, arg_parser, race_async, report, run_on_loop
 from jetstream.embedded import NatsServer
 
 BIG = 1 << 30
@@ -164,22 +165,39 @@ async def main_async(args: Any) -> list[Measurement]:
         url = server.url
         n = args.count
         for size, label in ((16, "16 B"), (1024, "1 KiB")):
-            payload = b"x" * size
-            for impl, fn in (("jetstream", pub_ours), ("nats-py", pub_natspy)):
-                s = await best_of_async(lambda fn=fn, p=payload: fn(url, n, p), args.repeat)
+            p = b"x" * size
+            best = await race_async(
+                {
+                    "jetstream": partial(pub_ours, url, n, p),
+                    "nats-py": partial(pub_natspy, url, n, p),
+                },
+                args.repeat,
+            )
+            for impl, s in best.items():
                 results.append(Measurement(f"publish {label}", impl, s, n, n * size))
+        m = n // 4
         for size, label in ((16, "16 B"), (1024, "1 KiB")):
-            payload = b"x" * size
-            m = n // 4
-            for impl, fn in (("jetstream", pubsub_ours), ("nats-py", pubsub_natspy)):
-                s = await best_of_async(lambda fn=fn, m=m, p=payload: fn(url, m, p), args.repeat)
+            p = b"x" * size
+            best = await race_async(
+                {
+                    "jetstream": partial(pubsub_ours, url, m, p),
+                    "nats-py": partial(pubsub_natspy, url, m, p),
+                },
+                args.repeat,
+            )
+            for impl, s in best.items():
                 if math.isinf(s):
                     print(f"{impl} pub->sub {label}: no run completed, no figure")
                     continue
                 results.append(Measurement(f"pub->sub {label}", impl, s, m, m * size))
-        k = args.requests
-        for impl, rfn in (("jetstream", req_ours), ("nats-py", req_natspy)):
-            lat = await rfn(url, k)
+        # requests in rounds, taking turns, so that a busy spell hits both clients
+        rounds = max(1, args.repeat)
+        k = max(1, args.requests // rounds)
+        lats: dict[str, list[float]] = {"jetstream": [], "nats-py": []}
+        for _ in range(rounds):
+            lats["jetstream"] += await req_ours(url, k)
+            lats["nats-py"] += await req_natspy(url, k)
+        for impl, lat in lats.items():
             p50, p99 = _pct(lat, 0.5), _pct(lat, 0.99)
             # ops = 1 so ops/s shows requests/s at that percentile
             results.append(Measurement("request p50 (1/latency)", impl, p50, 1))

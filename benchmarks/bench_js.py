@@ -32,7 +32,7 @@ from benchmarks._report import (
     Measurement,
     Workload,
     arg_parser,
-    measure_workloads,
+    race_workloads,
     report,
     run_on_loop,
 )
@@ -244,13 +244,12 @@ class Theirs:
 
 
 async def main_async(args: Any) -> list[Measurement]:
-    results: list[Measurement] = []
     n = args.count
     with NatsServer() as server:
-        for impl_cls in (Ours, Theirs):
-            async with impl_cls(server.url) as impl:
-                name = impl.name
-                workloads: list[Workload] = [
+        async with Ours(server.url) as ours, Theirs(server.url) as theirs:
+
+            def workloads(impl: Ours | Theirs) -> list[Workload]:
+                return [
                     ("sync publish", n // 10, lambda: impl.sync_publish(n // 10)),
                     ("publish_async", n, lambda: impl.async_publish(n)),
                     ("fetch+ack batch 100", n, lambda: impl.fetch_ack(n, 100)),
@@ -261,10 +260,13 @@ async def main_async(args: Any) -> list[Measurement]:
                     ("ack_sync", n // 20, lambda: impl.ack_sync(n // 20)),
                     ("ack_sync 100 at a time", n // 10, lambda: impl.ack_sync(n // 10, 100)),
                 ]
-                results += await measure_workloads(
-                    name, workloads, repeat=args.repeat, only=args.only, unit="msg/s"
-                )
-    return results
+
+            return await race_workloads(
+                {ours.name: workloads(ours), theirs.name: workloads(theirs)},
+                repeat=args.repeat,
+                only=args.only,
+                unit="msg/s",
+            )
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ from benchmarks._report import (
     Measurement,
     Workload,
     arg_parser,
-    measure_workloads,
+    race_workloads,
     report,
     run_on_loop,
 )
@@ -154,21 +154,23 @@ class Theirs:
 
 
 async def main_async(args: Any) -> list[Measurement]:
-    results: list[Measurement] = []
     n = args.count
     with NatsServer() as server:
-        for impl_cls in (Ours, Theirs):
-            async with impl_cls(server.url) as impl:
-                name = impl.name
-                workloads: list[Workload] = [
+        async with Ours(server.url) as ours, Theirs(server.url) as theirs:
+
+            def workloads(impl: Ours | Theirs) -> list[Workload]:
+                return [
                     ("put", n, lambda: impl.put(n)),
                     ("get", n, lambda: impl.get(n)),
                     ("watch (until up to date)", n, lambda: impl.watch(n)),
                 ]
-                results += await measure_workloads(
-                    name, workloads, repeat=args.repeat, only=args.only, unit="ops/s"
-                )
-    return results
+
+            return await race_workloads(
+                {ours.name: workloads(ours), theirs.name: workloads(theirs)},
+                repeat=args.repeat,
+                only=args.only,
+                unit="ops/s",
+            )
 
 
 def main() -> None:
