@@ -317,8 +317,9 @@ class OrderedStream(MessageReader):
         if self._on_reconnect not in nc._reconnect_hooks:
             nc._reconnect_hooks.append(self._on_reconnect)
 
-    async def __anext__(self) -> JsMsg:
-        # The common case without a coroutine of the inner stream: a buffered message.
+    def _take(self) -> JsMsg | None:
+        """The next message if it is buffered and in order, else None (then
+        ``__anext__`` waits, or starts over after a gap). No coroutine is made."""
         inner = self._inner
         if inner is not None and not self._broken and not self._closed:
             msg = inner._take()
@@ -326,6 +327,13 @@ class OrderedStream(MessageReader):
                 if self._oc._accept(msg):
                     return msg
                 self._broken = True
+        return None
+
+    async def __anext__(self) -> JsMsg:
+        # The common case without a coroutine of the inner stream: a buffered message.
+        msg = self._take()
+        if msg is not None:
+            return msg
         if not self._started:
             self._start()
         while True:

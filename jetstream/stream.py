@@ -96,16 +96,17 @@ def _direct_msg(msg: Msg, stream: str) -> StreamMsg:
         # The server spells its three headers exactly so: find them without parsing
         # the whole block (the first of a repeated key wins, as in Headers). Anything
         # else (another spelling, a bad value) takes the full parse below.
-        seq = _line_value(raw, _SEQ_LINE)
-        subject = _line_value(raw, _SUBJECT_LINE)
+        seq_b = _line_value(raw, _SEQ_LINE)
+        subject_b = _line_value(raw, _SUBJECT_LINE)
         stamp = _line_value(raw, _TS_LINE)
-        if seq and subject and stamp and seq.isdigit():
+        if seq_b and subject_b and stamp and seq_b.isdigit():
             try:
-                ts = _TS.decode(b'"' + stamp + b'"')
+                stored = _TS.decode(b'"' + stamp + b'"')
             except msgspec.DecodeError:
                 pass
             else:
-                return StreamMsg(subject.decode("utf-8", "replace"), int(seq), msg.data, ts, raw)
+                subj = subject_b.decode("utf-8", "replace")
+                return StreamMsg(subj, int(seq_b), msg.data, stored, raw)
     h = msg.headers
     try:
         seq = int(h[NATS_SEQUENCE])

@@ -13,6 +13,8 @@ import datetime as _dt
 import enum
 import re
 
+import msgspec
+
 from ..errors import BadNameError
 from ..protocol.headers import Headers
 
@@ -63,7 +65,7 @@ def operation_of(headers: Headers | None) -> KeyValueOp:
     return KeyValueOp.PUT
 
 
-class KeyValueEntry:
+class KeyValueEntry(msgspec.Struct, eq=False, gc=False):
     """One revision of one key.
 
     Attributes:
@@ -77,26 +79,14 @@ class KeyValueEntry:
         operation: ``PUT``, ``DEL`` or ``PURGE``.
     """
 
-    __slots__ = ("_created", "bucket", "delta", "key", "operation", "revision", "value")
-
-    def __init__(
-        self,
-        bucket: str,
-        key: str,
-        value: bytes,
-        revision: int,
-        created: _dt.datetime | int,
-        delta: int = 0,
-        operation: KeyValueOp = KeyValueOp.PUT,
-    ) -> None:
-        self.bucket = bucket
-        self.key = key
-        self.value = value
-        self.revision = revision
-        # a datetime, or nanoseconds since the epoch turned into one when first read
-        self._created = created
-        self.delta = delta
-        self.operation = operation
+    bucket: str
+    key: str
+    value: bytes
+    revision: int
+    # a datetime, or nanoseconds since the epoch turned into one when first read
+    _created: _dt.datetime | int
+    delta: int = 0
+    operation: KeyValueOp = KeyValueOp.PUT
 
     @property
     def created(self) -> _dt.datetime:

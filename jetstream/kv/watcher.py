@@ -149,7 +149,10 @@ class KeyWatcher:
             return None
         pre_len = len(self._pre)
         while True:
-            msg = await it.__anext__()
+            # a buffered, in-order message without a coroutine of the ordered stream
+            msg = it._take()
+            if msg is None:
+                msg = await it.__anext__()
             # The ack subject, read once: ...<sseq>.<cseq>.<timestamp ns>.<pending>
             # (v1 has 9 tokens, v2 11 or more; see message.parse_ack_subject).
             t = (msg.reply or "").split(".")
