@@ -34,6 +34,7 @@ class FakeServer:
 
     def __init__(self, hostile: bytes) -> None:
         self.hostile = hostile
+        self.sent = asyncio.Event()  # the hostile bytes were written
         self.accepted = 0
         self._server: asyncio.Server | None = None
         self._writers: list[asyncio.StreamWriter] = []
@@ -71,6 +72,7 @@ class FakeServer:
         await asyncio.sleep(0.3)
         writer.write(self.hostile)
         await writer.drain()
+        self.sent.set()
 
     async def close(self) -> None:
         for w in self._writers:
@@ -135,7 +137,10 @@ async def test_hostile_op(hostile: bytes, outcome: str) -> None:
             assert loop.time() - t0 < 2.0  # bar: a reconnect within 1 s, with slack
             assert any(isinstance(e, ProtocolError) for e in errors), errors
         else:
-            await asyncio.sleep(0.8)
+            async with asyncio.timeout(5):
+                await server.sent.wait()
+            # the PONG comes after the hostile bytes: the client has read them by then
+            await nc.flush(timeout=5)
             assert nc.stats.reconnects == 0
             assert not any(isinstance(e, ProtocolError) for e in errors), errors
         # usable afterwards either way

@@ -86,7 +86,7 @@ def _shape(entries: list[KeyValueEntry]) -> list[tuple[str, bytes, int, KeyValue
     return [(e.key, e.value, e.revision, e.operation) for e in entries]
 
 
-async def _eventually(check: Callable[[], Awaitable[object]], timeout: float = 5.0) -> None:
+async def _eventually(check: Callable[[], Awaitable[object]], timeout: float = 15.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:

@@ -63,6 +63,7 @@ async def test_server_restart_resumes_subscriptions_and_flushes_buffer(
         # and it keeps working for another client's messages
         await other.publish("stream.after", b"after")
         assert (await sub.next_msg(timeout=5)).subject == "stream.after"
+        await nc.flush()  # the queue subscription's copy came before the PONG
         assert qsub.received == 101
     finally:
         await nc.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jetstream.errors import NatsError
@@ -118,6 +118,7 @@ _name = st.text(
 _num = st.integers(min_value=0, max_value=2**63 - 1)
 
 
+@settings(deadline=None)
 @given(
     stream=_name,
     consumer=_name,

@@ -8,7 +8,7 @@ import typing
 
 import msgspec
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jetstream import _api_base, api, errors
@@ -246,6 +246,7 @@ def test_durations_reject_non_numbers(bad: object) -> None:
         cfg.ack_wait = bad  # type: ignore[assignment]
 
 
+@settings(deadline=None)
 @given(st.integers(min_value=0, max_value=2**63 - 1))
 def test_decoded_nanoseconds_encode_back_exactly(ns: int) -> None:
     # Floats hold nanoseconds exactly only up to ~100 days; decoded values keep them.
@@ -256,6 +257,7 @@ def test_decoded_nanoseconds_encode_back_exactly(ns: int) -> None:
     assert msgspec.json.decode(encode(info.config))["max_age"] == ns
 
 
+@settings(deadline=None)
 @given(st.floats(min_value=0, max_value=1e6, allow_nan=False))
 def test_seconds_encode_as_rounded_nanoseconds(seconds: float) -> None:
     assert msgspec.json.decode(encode(PullRequest(expires=seconds)))["expires"] == round(

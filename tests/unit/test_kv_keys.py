@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jetstream.errors import BadNameError
@@ -58,11 +58,13 @@ def test_invalid_buckets(b: str) -> None:
         validate_bucket(b)
 
 
+@settings(deadline=None)
 @given(st.lists(st.text(KEY_CHARS, min_size=1, max_size=8), min_size=1, max_size=5))
 def test_tokens_joined_by_dots_are_keys(tokens: list[str]) -> None:
     validate_key(".".join(tokens))
 
 
+@settings(deadline=None)
 @given(st.text(max_size=20))
 def test_validation_never_raises_anything_else(key: str) -> None:
     for check in (validate_key, validate_key_filter, validate_bucket):
