@@ -164,32 +164,24 @@ async def main_async(args: Any) -> list[Measurement]:
     with NatsServer(jetstream=False) as server:
         url = server.url
         n = args.count
-        for size, label in ((16, "16 B"), (1024, "1 KiB")):
-            p = b"x" * size
-            best = await race_async(
-                {
-                    "jetstream": partial(pub_ours, url, n, p),
-                    "nats-py": partial(pub_natspy, url, n, p),
-                },
-                args.repeat,
-            )
-            for impl, s in best.items():
-                results.append(Measurement(f"publish {label}", impl, s, n, n * size))
-        m = n // 4
-        for size, label in ((16, "16 B"), (1024, "1 KiB")):
-            p = b"x" * size
-            best = await race_async(
-                {
-                    "jetstream": partial(pubsub_ours, url, m, p),
-                    "nats-py": partial(pubsub_natspy, url, m, p),
-                },
-                args.repeat,
-            )
-            for impl, s in best.items():
-                if math.isinf(s):
-                    print(f"{impl} pub->sub {label}: no run completed, no figure")
-                    continue
-                results.append(Measurement(f"pub->sub {label}", impl, s, m, m * size))
+        for kind, count, ours, theirs in (
+            ("publish", n, pub_ours, pub_natspy),
+            ("pub->sub", n // 4, pubsub_ours, pubsub_natspy),
+        ):
+            for size, label in ((16, "16 B"), (1024, "1 KiB")):
+                p = b"x" * size
+                best = await race_async(
+                    {
+                        "jetstream": partial(ours, url, count, p),
+                        "nats-py": partial(theirs, url, count, p),
+                    },
+                    args.repeat,
+                )
+                for impl, s in best.items():
+                    if math.isinf(s):
+                        print(f"{impl} {kind} {label}: no run completed, no figure")
+                        continue
+                    results.append(Measurement(f"{kind} {label}", impl, s, count, count * size))
         # requests in rounds, taking turns, so that a busy spell hits both clients
         rounds = max(1, args.repeat)
         k = max(1, args.requests // rounds)
