@@ -9,8 +9,10 @@ window, on one embedded nats-server and local Spark (``local[2]``):
   row with nats-py's ``publish_async`` (msg ids too) and wait for all acks;
 - spark alone: the same query into the ``noop`` format (what Spark costs by itself).
 
-Run: ``.venv/bin/python -m benchmarks.bench_spark [--rows N]`` (default one million).
-Every run checks that the stream holds exactly N messages.
+Run: ``.venv/bin/python -m benchmarks.bench_spark [--rows N] [--repeat R]`` (default one
+million rows, 2 rounds). The three take turns, round after round, and the best run of
+each counts; the first round also starts Spark's Python workers, which later rounds
+reuse. Every run checks that the stream holds exactly N messages.
 """
 
 from __future__ import annotations
@@ -129,6 +131,7 @@ def run_query(spark: Any, src: Path, fn: Any, ckpt: Path) -> float:
 def main() -> None:
     parser = arg_parser("PySpark foreachBatch sink throughput")
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.set_defaults(repeat=2)  # a round takes a minute and a half
     args = parser.parse_args()
     n = args.rows
     from jetstream.spark import foreach_batch_sink
@@ -148,13 +151,18 @@ def main() -> None:
                 ("jetstream", foreach_batch_sink(url, subject=SUBJECT, stream=STREAM)),
                 ("nats-py", nats_py_batch(url)),
             ]
-            for impl, fn in runs:
-                fresh_stream(url)
-                seconds = run_query(spark, src, fn, tmp / "ckpt")
-                if impl != "spark alone":
-                    got = stored(url)
-                    assert got == n, f"{impl}: stream holds {got} messages, not {n}"
-                print(f"{impl}: {n / seconds:,.0f} rows/s ({seconds:.1f} s)", flush=True)
+            best: dict[str, float] = {}
+            # rounds taking turns: a busy spell of the machine hits every client alike
+            for _ in range(max(1, args.repeat)):
+                for impl, fn in runs:
+                    fresh_stream(url)
+                    seconds = run_query(spark, src, fn, tmp / "ckpt")
+                    if impl != "spark alone":
+                        got = stored(url)
+                        assert got == n, f"{impl}: stream holds {got} messages, not {n}"
+                    print(f"{impl}: {n / seconds:,.0f} rows/s ({seconds:.1f} s)", flush=True)
+                    best[impl] = min(best.get(impl, seconds), seconds)
+            for impl, seconds in best.items():
                 results.append(
                     Measurement("foreachBatch 100 B rows", impl, seconds, n, n * ROW_BYTES)
                 )

@@ -6,14 +6,15 @@ checked by one periodic sweep, not a timer per message. Every future resolves on
 every path: ack, API error, timeout, lost connection, close.
 
 A bulk writer (the Spark sink) may instead register an ``AckTracker`` and a row of
-its own per publish (``try_publish_tracked``): no future per message; the tracker
-hears of each ack or failure, on the same paths.
+its own per publish (``try_publish_rows``, many rows a call): no future per message;
+the tracker hears of each ack or failure, on the same paths.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -35,7 +36,7 @@ _PUBACK = msgspec.json.Decoder(PubAck)
 
 
 class AckTracker(Protocol):
-    """Told of the outcome of each publish made with ``try_publish_tracked`` (from the
+    """Told of the outcome of each publish made with ``try_publish_rows`` (from the
     read path: the methods must not raise)."""
 
     def acked(self, ack: PubAck) -> None: ...
@@ -119,21 +120,40 @@ class AsyncPublisher:
         self._send(subject, data, hdr, fut, self.timeout if timeout is None else timeout, None)
         return fut
 
-    def try_publish_tracked(
+    def try_publish_rows(
         self,
-        subject: str,
-        data: bytes | bytearray | memoryview,
-        hdr: bytes | None,
+        rows: Sequence[tuple[str, bytes | bytearray | memoryview, bytes | None, Any]],
+        start: int,
         tracker: AckTracker,
-        row: Any,
-    ) -> bool:
-        """Publish now if the window has room (True), telling ``tracker`` of the ack or
-        the failure with ``row`` (not None) instead of resolving a future; else False.
-        ``hdr`` is an encoded header block, built and checked by the caller."""
-        if len(self._pending) >= self.max_pending:
-            return False
-        self._send(subject, data, hdr, tracker, self.timeout, row)
-        return True
+    ) -> int:
+        """Publish ``rows[start:]`` (each: subject, data, encoded header block or None,
+        anything), as many as the window has room for, telling ``tracker`` of each ack
+        or failure (the row tuple itself is what ``tracker.failed`` gets back).
+        Returns the index of the first row not sent (``len(rows)`` when all were).
+
+        Raises what the client's publish raises (an invalid subject, a payload too
+        big); the rows before the one refused are sent and tracked.
+        """
+        stop = min(len(rows), start + self.max_pending - len(self._pending))
+        if stop <= start:
+            return start
+        if not self._prefix:
+            self._ensure_sub()
+        if self._timer is None:
+            self._now = self._nc._loop.time()
+            self._arm()
+        seq = self._seq
+        sent, error = self._nc._publish_numbered(rows, start, stop, self._reply_prefix, seq)
+        self._seq = seq + sent
+        deadline = self._now + self.timeout
+        pending = self._pending
+        for i in range(start, start + sent):
+            seq += 1
+            row = rows[i]
+            pending[str(seq)] = (tracker, deadline, row[0], row)
+        if error is not None:
+            raise error
+        return start + sent
 
     def _send(
         self,
@@ -180,29 +200,60 @@ class AsyncPublisher:
     def _deliver(self, op: MsgOp) -> None:
         self.received += 1
         entry = self._pending.pop(op.subject[self._cut :], None)
-        if entry is None:
-            return
-        target, _, subject, row = entry
-        if row is not None or not target.done():
-            try:
-                if op.status == 503:
-                    raise NoRespondersError(f"no stream answered a publish to {subject!r}")
-                try:
-                    ack = _PUBACK.decode(op.payload)
-                    if ack.error is not None:
-                        raise ack.error.exception(subject)
-                except (msgspec.DecodeError, JetStreamError):
-                    # the slow path: error replies lack fields a PubAck needs
-                    ack = decode_response(op.payload, PubAck, subject)
-            except (NoRespondersError, JetStreamError) as exc:
-                _fail(entry, exc)
-            else:
-                if row is None:
-                    target.set_result(ack)
-                else:
-                    target.acked(ack)
+        if entry is not None:
+            self._settle(entry, op)
         if self._room or not self._pending:
             self._resolved()
+
+    def _deliver_many(self, ops: list[MsgOp], size: int) -> bool:
+        """``_deliver`` of a whole feed of acks: a plain PubAck for a tracked row goes
+        straight to its tracker; anything else takes the general path."""
+        self.received += len(ops)
+        pending = self._pending
+        pop = pending.pop
+        cut = self._cut
+        decode = _PUBACK.decode
+        for op in ops:
+            entry = pop(op.subject[cut:], None)
+            if entry is None:
+                continue
+            row = entry[3]
+            if row is not None and not op.status:
+                try:
+                    ack = decode(op.payload)
+                except msgspec.DecodeError:
+                    pass
+                else:
+                    if ack.error is None:
+                        entry[0].acked(ack)
+                        continue
+            self._settle(entry, op)
+        if self._room or not pending:
+            self._resolved()
+        return True
+
+    def _settle(self, entry: _Entry, op: MsgOp) -> None:
+        """Resolve ``entry`` (just taken from the window) with the reply ``op``."""
+        target, _, subject, row = entry
+        if row is None and target.done():
+            return
+        try:
+            if op.status == 503:
+                raise NoRespondersError(f"no stream answered a publish to {subject!r}")
+            try:
+                ack = _PUBACK.decode(op.payload)
+                if ack.error is not None:
+                    raise ack.error.exception(subject)
+            except (msgspec.DecodeError, JetStreamError):
+                # the slow path: error replies lack fields a PubAck needs
+                ack = decode_response(op.payload, PubAck, subject)
+        except (NoRespondersError, JetStreamError) as exc:
+            _fail(entry, exc)
+        else:
+            if row is None:
+                target.set_result(ack)
+            else:
+                target.acked(ack)
 
     def _resolved(self) -> None:
         room = self._room

@@ -24,7 +24,7 @@ import msgspec
 
 from ..errors import BadHeaderError, NatsError, StreamNotFoundError
 from ..errors import TimeoutError as NatsTimeoutError
-from ..protocol.headers import encode_headers
+from ..protocol.headers import NATS_MSG_ID, Headers, encode_headers, parse_headers
 from ._common import ConnectSpec, SparkConfigError, SparkWriteError, run_sync
 
 if TYPE_CHECKING:
@@ -96,8 +96,8 @@ class _PartitionWriter:
         self.first_seq = 0
         self.last_seq = 0
         self.index = 0
-        # rows whose publish failed: (subject, data, headers, msg id, error)
-        self.lost: list[tuple[str, bytes, Any, str, BaseException]] = []
+        # rows whose publish failed: ((subject, data, header block, msg id), error)
+        self.lost: list[tuple[tuple[str, bytes, bytes, str], BaseException]] = []
         # a row stored in another stream than the target's (raised by ``finish``)
         self.error: SparkWriteError | None = None
         #: rows published a second time by ``finish`` (their first publish failed)
@@ -124,8 +124,8 @@ class _PartitionWriter:
         if seq > self.last_seq:
             self.last_seq = seq
 
-    def failed(self, row: tuple[str, bytes, Any, str], exc: BaseException) -> None:
-        self.lost.append((*row, exc))
+    def failed(self, row: tuple[str, bytes, bytes, str], exc: BaseException) -> None:
+        self.lost.append((row, exc))
 
     # -- writing ----------------------------------------------------------------------
 
@@ -145,8 +145,8 @@ class _PartitionWriter:
             values = [_json.encode(r) for r in batch.to_pylist()]
         keys = batch.column(names.index(t.key_col)).to_pylist() if t.key_col is not None else None
         hcols = [(h, batch.column(names.index(h)).to_pylist()) for h in t.headers_cols]
-        pub = self.js._publisher  # the window itself: a row needs no future of its own
-        track = pub.try_publish_tracked
+        rows: list[tuple[str, bytes, bytes, str]] = []
+        append = rows.append
         start = self.index
         for i in range(n):
             subject = subjects[i]
@@ -173,14 +173,19 @@ class _PartitionWriter:
                     self.js._publish_headers(headers, msg_id, None, None, None, None, None)
                 )
             else:
-                headers = None
                 if not msg_id or not msg_id.isprintable():
                     _check_id(msg_id)
                 hdr = _ID_HDR % msg_id.encode()
-            row = (subject, data, headers, msg_id)
-            while not track(subject, data, hdr, self, row):
-                await pub._wait_room(pub.timeout)
-                await self.js.client._wait_writable()
+            append((subject, data, hdr, msg_id))
+        # the window itself, many rows a call: a row needs no future of its own
+        pub = self.js._publisher
+        sent = 0
+        while True:
+            sent = pub.try_publish_rows(rows, sent, self)
+            if sent == n:
+                break
+            await pub._wait_room(pub.timeout)
+            await self.js.client._wait_writable()
         self.index = start + n
 
     async def finish(self) -> None:
@@ -196,7 +201,11 @@ class _PartitionWriter:
         still: list[tuple[str, BaseException]] = []
         lost, self.lost = self.lost, []
         self.retried += len(lost)
-        for subject, data, headers, msg_id, _ in lost:
+        for (subject, data, hdr, msg_id), _ in lost:
+            # the row's own headers: its header block without the id (passed apart)
+            own = parse_headers(hdr)[2]
+            own.pop(NATS_MSG_ID, None)
+            headers: Headers | None = own or None
             try:
                 ack = await self.js.publish(
                     subject, data, headers=headers, msg_id=msg_id, retry_attempts=self.t.retries
