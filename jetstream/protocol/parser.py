@@ -371,15 +371,22 @@ class Parser:
                 line = data[pos : end + 2]
                 pos = stop + 2
                 if data.startswith(line, pos):
+                    # CRLF and the next control line, checked in one comparison: the
+                    # payload at ``pos`` is taken when that follows it
+                    sep = b"\r\n" + line
                     skip = len(line)
-                    step = skip + size + 2
-                    while pos + step <= n and data.startswith(line, pos):
+                    last = n - size - skip - 2  # the last ``pos`` with a whole op in data
+                    while pos <= last:
                         start = pos + skip
                         stop = start + size
-                        if data[stop] != 13 or data[stop + 1] != 10:
-                            break  # the loop above reports it
-                        append(msg_type(subject, sid, reply, data[start:stop]))
-                        pos = stop + 2
+                        if data.startswith(sep, stop):
+                            append(msg_type(subject, sid, reply, data[start:stop]))
+                            pos = stop + 2
+                        else:
+                            if data[stop] == 13 and data[stop + 1] == 10:
+                                append(msg_type(subject, sid, reply, data[start:stop]))
+                                pos = stop + 2
+                            break  # else the loop above reports it
             elif op == b"HMSG":
                 nargs = len(args)
                 if nargs == 5:
