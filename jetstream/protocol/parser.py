@@ -371,22 +371,29 @@ class Parser:
                 line = data[pos : end + 2]
                 pos = stop + 2
                 if data.startswith(line, pos):
-                    # CRLF and the next control line, checked in one comparison: the
-                    # payload at ``pos`` is taken when that follows it
+                    # Count the run first (each op's CRLF and the next op's line are one
+                    # comparison), then make its messages at C speed.
                     sep = b"\r\n" + line
                     skip = len(line)
-                    last = n - size - skip - 2  # the last ``pos`` with a whole op in data
-                    while pos <= last:
-                        start = pos + skip
-                        stop = start + size
-                        if data.startswith(sep, stop):
-                            append(msg_type(subject, sid, reply, data[start:stop]))
-                            pos = stop + 2
-                        else:
-                            if data[stop] == 13 and data[stop + 1] == 10:
-                                append(msg_type(subject, sid, reply, data[start:stop]))
-                                pos = stop + 2
-                            break  # else the loop above reports it
+                    step = skip + size + 2
+                    first = crlf = pos + skip + size  # where the op at ``pos`` has its CRLF
+                    while data.startswith(sep, crlf):
+                        crlf += step
+                    k = (crlf - first) // step  # ops followed by the same line
+                    if crlf + 2 <= n and data[crlf] == 13 and data[crlf + 1] == 10:
+                        k += 1  # and the run's last op (a bad one: the loop above reports)
+                    if k:
+                        stop = pos + k * step
+                        ops.extend(
+                            map(
+                                msg_type,
+                                repeat(subject, k),
+                                repeat(sid, k),
+                                repeat(reply, k),
+                                [data[a : a + size] for a in range(pos + skip, stop, step)],
+                            )
+                        )
+                        pos = stop
             elif op == b"HMSG":
                 nargs = len(args)
                 if nargs == 5:
