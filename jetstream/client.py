@@ -46,6 +46,14 @@ if TYPE_CHECKING:
 __all__ = ["Client"]
 
 
+def _not_bytes(wbuf: bytearray, mark: int, data: object) -> TypeError:
+    """Take back the partly written message from ``mark`` on; the error for its data."""
+    del wbuf[mark:]
+    return TypeError(
+        f"message data must be bytes, bytearray or memoryview, not {type(data).__name__}"
+    )
+
+
 class Client(_ClientBase):
     """A connection to a NATS system. Make one with ``await jetstream.connect(...)``."""
 
@@ -130,7 +138,10 @@ class Client(_ClientBase):
                     line = _size_line(size)
                 wbuf += pre
                 wbuf += line
-                wbuf += data
+                try:
+                    wbuf += data
+                except TypeError:
+                    raise _not_bytes(wbuf, len(wbuf) - len(pre) - len(line), data) from None
                 wbuf += b"\r\n"
                 self._out_msgs += 1
                 self._out_bytes += size
@@ -169,17 +180,21 @@ class Client(_ClientBase):
             self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size
         ):
             self._refuse(subject, size)
-        if reply is None and hdr is None:
-            # The fast path: the cached, validated "PUB <subject> " and a cached size line.
-            line = _SIZE_LINES.get(size)
-            if line is None:
-                line = _size_line(size)
-            wbuf += pre
-            wbuf += line
-            wbuf += data
-            wbuf += b"\r\n"
-        else:
-            encode_pub(wbuf, subject, data, reply, hdr)
+        mark = len(wbuf)
+        try:
+            if reply is None and hdr is None:
+                # The fast path: the cached, validated "PUB <subject> " and a cached size line.
+                line = _SIZE_LINES.get(size)
+                if line is None:
+                    line = _size_line(size)
+                wbuf += pre
+                wbuf += line
+                wbuf += data
+                wbuf += b"\r\n"
+            else:
+                encode_pub(wbuf, subject, data, reply, hdr)
+        except TypeError:
+            raise _not_bytes(wbuf, mark, data) from None
         self._out_msgs += 1
         self._out_bytes += size
         if len(wbuf) >= FLUSH_THRESHOLD:
@@ -211,11 +226,15 @@ class Client(_ClientBase):
         size = len(data) if hdr is None else len(data) + len(hdr)
         if size > self._fast_limit:
             self._check_room(subject, size, wbuf)
+        mark = len(wbuf)
         if hdr is None:
             wbuf += b"%b%b %d\r\n" % (pre, reply, size)
         else:
             wbuf += b"H%b%b %d %d\r\n%b" % (pre, reply, len(hdr), size, hdr)
-        wbuf += data
+        try:
+            wbuf += data
+        except TypeError:
+            raise _not_bytes(wbuf, mark, data) from None
         wbuf += b"\r\n"
         self._out_msgs += 1
         self._out_bytes += size
@@ -232,13 +251,14 @@ class Client(_ClientBase):
         stop: int,
         reply_prefix: bytes,
         seq: int,
-    ) -> tuple[int, NatsError | None]:
+    ) -> tuple[int, NatsError | TypeError | None]:
         """Buffer ``items[start:stop]`` (subject, data, encoded header block or None, any),
         the k-th with the reply subject ``<reply_prefix><seq + k>`` (k from 1): the
         numbered inbox replies of the async publisher, many at a time.
 
         Checked as ``_publish_to_reply`` does. Returns how many were buffered and the
-        error that stopped the rest (an invalid subject, a payload too big), if any.
+        error that stopped the rest (an invalid subject, a payload too big, data that
+        is not bytes), if any.
         """
         if self._closed:
             return 0, ConnectionClosedError("cannot publish: the connection is closed")
@@ -247,8 +267,10 @@ class Client(_ClientBase):
         wbuf = self._wbuf
         nbytes = 0
         i = start
+        mark = len(wbuf)
         try:
             for i in range(start, stop):
+                mark = len(wbuf)
                 subject, data, hdr, _ = items[i]
                 seq += 1
                 pre = prefixes.get(subject)
@@ -273,6 +295,8 @@ class Client(_ClientBase):
             i = stop
         except NatsError as exc:
             return self._numbered_done(i - start, nbytes), exc
+        except TypeError:
+            return self._numbered_done(i - start, nbytes), _not_bytes(wbuf, mark, items[i][1])
         return self._numbered_done(stop - start, nbytes), None
 
     def _numbered_done(self, n: int, nbytes: int) -> int:

@@ -157,6 +157,12 @@ class _PartitionWriter:
                 data = b""
             elif isinstance(data, str):
                 data = data.encode()
+            elif not isinstance(data, bytes):
+                raise SparkWriteError(
+                    f"row {start + i}: value column {t.value_col!r} holds a "
+                    f"{type(data).__name__}; it must be binary or string (value_col=None "
+                    f"publishes each row as JSON)"
+                )
             if keys is not None:
                 key = keys[i]
                 if key is None:
@@ -284,6 +290,18 @@ def _check_columns(target: _Target, columns: Sequence[str]) -> None:
             )
 
 
+def _check_value_type(target: _Target, df: DataFrame) -> None:
+    col = target.value_col
+    if col is None:
+        return
+    kind = df.schema[col].dataType.typeName()
+    if kind not in ("binary", "string") and not kind.startswith(("varchar", "char")):
+        raise SparkConfigError(
+            f"value_col={col!r} is a {kind} column; the payload must be binary or string "
+            f"(cast it, or value_col=None publishes each row as JSON)"
+        )
+
+
 async def _check_stream(target: _Target) -> str:
     """The stream the rows will land in, checked to exist and to deduplicate."""
     nc = await target.conn.connect()
@@ -369,6 +387,7 @@ class ForeachBatchSink:
     def check(self, df: DataFrame) -> str:
         """Check the columns and the target stream; return the stream's name."""
         _check_columns(self._target, df.columns)
+        _check_value_type(self._target, df)
         if self._checked is None:
             self._checked = run_sync(_check_stream(self._target))
         return self._checked

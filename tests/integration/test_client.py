@@ -346,6 +346,21 @@ async def test_bad_input_is_refused_before_sending(nats_url: str) -> None:
             await nc.request("ok", b"x", timeout=5, headers={"k": "a\r\nb"})
         with pytest.raises(MaxPayloadError):
             await nc.request("ok", b"x" * (nc.server_info.max_payload + 1), timeout=5)
+        # data that is not bytes: a TypeError, and no half-written message left behind
+        await nc.publish("typed", b"")  # a subject seen before takes the inline path
+        before += 1
+        for data in ["text", [104, 105], 7]:
+            with pytest.raises(TypeError):
+                await nc.publish("typed", data)  # type: ignore[arg-type]
+            with pytest.raises(TypeError):
+                await nc.publish("typed.new", data)  # type: ignore[arg-type]
+            with pytest.raises(TypeError):
+                await nc.publish("typed", data, reply="r")  # type: ignore[arg-type]
+            with pytest.raises(TypeError):
+                await nc.publish("typed", data, headers={"k": "v"})  # type: ignore[arg-type]
+            with pytest.raises(TypeError):
+                await nc.request("typed", data, timeout=5)  # type: ignore[arg-type]
+        assert (await sub.next_msg(timeout=5)).subject == "typed"
         assert nc._mux is not None and nc._mux.waiters == {}
         assert nc.stats.out_msgs == before
         # the connection stays up and nothing was sent

@@ -151,6 +151,8 @@ def test_clear_errors_at_query_start(
     make_stream(url, "SINKERR", ["err"])
     with pytest.raises(SparkConfigError, match=r"key_col='missing' is not a column.*\['value'\]"):
         write_dataframe(df, url, job_id="j", subject="err", key_col="missing")
+    with pytest.raises(SparkConfigError, match=r"value_col='value' is a long column"):
+        write_dataframe(spark.range(3).selectExpr("id as value"), url, job_id="j", subject="err")
     with pytest.raises(SparkConfigError, match=r"cannot connect to NATS at nats://127\.0\.0\.1:1"):
         write_dataframe(df, "nats://127.0.0.1:1", job_id="j", subject="err", connect_timeout=0.5)
     assert stream_state(url, "SINKERR") == (0, 0)  # nothing was sent

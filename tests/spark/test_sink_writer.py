@@ -102,3 +102,18 @@ async def test_a_row_stored_in_another_stream_is_an_error(nats_server: NatsServe
             await w.finish()
     finally:
         await nc.close()
+
+
+async def test_a_value_that_is_not_binary_or_string_is_refused(nats_server: NatsServer) -> None:
+    async with jetstream.connect(nats_server.url) as nc:
+        await nc.jetstream().create_stream(StreamConfig(name="TYPED", subjects=["typed"]))
+    t = _target(nats_server.url, "TYPED", "typed")
+    nc = await t.conn.connect()
+    try:
+        w = _PartitionWriter(t, "job:0:0", t.conn.jetstream(nc))
+        bad = pa.RecordBatch.from_pydict({"value": pa.array([7, 12], pa.int64())})
+        with pytest.raises(SparkWriteError, match="row 0: value column 'value' holds a int"):
+            await w.write(bad)
+        assert w.js._publisher.pending == 0  # nothing of the batch was sent
+    finally:
+        await nc.close()
