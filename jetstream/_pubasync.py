@@ -117,7 +117,7 @@ class AsyncPublisher:
         else:
             hdr = encode_headers(headers) if headers else None
         fut: asyncio.Future[PubAck] = self._nc._loop.create_future()
-        self._send(subject, data, hdr, fut, self.timeout if timeout is None else timeout, None)
+        self._send(subject, data, hdr, fut, self.timeout if timeout is None else timeout)
         return fut
 
     def try_publish_rows(
@@ -160,9 +160,8 @@ class AsyncPublisher:
         subject: str,
         data: bytes | bytearray | memoryview,
         hdr: bytes | None,
-        target: Any,
+        fut: asyncio.Future[PubAck],
         timeout: float,
-        row: Any,
     ) -> None:
         if not self._prefix:
             self._ensure_sub()
@@ -174,7 +173,7 @@ class AsyncPublisher:
             self._arm()
         # Deadlines come from the sweep's clock (updated every sweep): a timeout is
         # honoured within one sweep interval, and no clock is read per message.
-        self._pending[str(seq)] = (target, self._now + timeout, subject, row)
+        self._pending[str(seq)] = (fut, self._now + timeout, subject, None)
 
     async def publish(
         self,

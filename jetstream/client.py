@@ -176,10 +176,7 @@ class Client(_ClientBase):
         if reply is not None and reply not in self._pub_prefixes:
             self._pub_prefix(reply)
         size = len(data) if hdr is None else len(data) + len(hdr)
-        if size > self._max_payload or (
-            self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size
-        ):
-            self._refuse(subject, size)
+        self._check_room(subject, size, wbuf)
         mark = len(wbuf)
         try:
             if reply is None and hdr is None:
