@@ -156,6 +156,31 @@ def _gather(parts: list[bytes | bytearray | memoryview], start: int, stop: int) 
     return b"".join(out)
 
 
+def _repeats(data: bytes, start: int, step: int, sep: bytes) -> int:
+    """How many times in a row ``sep`` occurs at ``start``, ``start + step``, ...
+
+    A long run is counted a column at a time: the bytes at ``start + i``,
+    ``start + i + step``, ... are one strided slice, and its leading bytes equal
+    to ``sep[i]`` are how far the run can go as far as byte ``i`` says. The run
+    is the shortest of these, found in ``len(sep)`` C-level passes instead of a
+    ``startswith`` per op; where no more ops than that can follow, op by op.
+    """
+    width = len(sep)
+    k = (len(data) - start - width) // step + 1  # places where a whole sep fits
+    if k <= width:  # a pass per byte of sep would cost more than one per op
+        n = 0
+        while n < k and data.startswith(sep, start):
+            n += 1
+            start += step
+        return n
+    for i in range(width):
+        column = data[start + i : start + i + (k - 1) * step + 1 : step]
+        k -= len(column.lstrip(sep[i : i + 1]))
+        if not k:
+            break
+    return k
+
+
 class Parser:
     r"""Turns the byte stream of one server connection into ops.
 
@@ -376,10 +401,9 @@ class Parser:
                     sep = b"\r\n" + line
                     skip = len(line)
                     step = skip + size + 2
-                    first = crlf = pos + skip + size  # where the op at ``pos`` has its CRLF
-                    while data.startswith(sep, crlf):
-                        crlf += step
-                    k = (crlf - first) // step  # ops followed by the same line
+                    first = pos + skip + size  # where the op at ``pos`` has its CRLF
+                    k = _repeats(data, first, step, sep)  # ops followed by the same line
+                    crlf = first + k * step
                     if crlf + 2 <= n and data[crlf] == 13 and data[crlf + 1] == 10:
                         k += 1  # and the run's last op (a bad one: the loop above reports)
                     if k:

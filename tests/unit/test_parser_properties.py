@@ -4,7 +4,8 @@
 (b) MSG/HMSG encoded the way the server does come back unchanged;
 (c) arbitrary or mutated bytes give ops or ProtocolError, never another
     exception, and the bytes held stay bounded;
-(d) the batch path and the op-by-op loop agree, on valid and broken runs.
+(d) the batch path and the op-by-op loop agree, on valid and broken runs;
+    a run of one repeated control line is counted as a plain loop counts it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from jetstream.errors import ProtocolError
 from jetstream.protocol.ops import OK, PING, PONG, Err, Info, Msg, Op
-from jetstream.protocol.parser import Parser
+from jetstream.protocol.parser import Parser, _repeats
 
 PROPERTY = settings(max_examples=500, deadline=None)
 
@@ -314,6 +315,41 @@ def test_broken_runs_batch_and_loop_agree(run: list[Msg], data: st.DataObject) -
         stream[i] = data.draw(st.sampled_from(b" \t\r\n\x000123456789+_MSGH") | st.integers(0, 255))
     broken = bytes(stream)
     assert outcome(run_whole(broken)) == outcome(run_bytewise(broken))
+
+
+def repeats_one_by_one(data: bytes, start: int, step: int, sep: bytes) -> int:
+    n = 0
+    while data.startswith(sep, start + n * step):
+        n += 1
+    return n
+
+
+@PROPERTY
+@given(
+    st.binary(min_size=1, max_size=30),
+    st.integers(0, 40),
+    st.integers(0, 60),
+    st.binary(max_size=8),
+    st.data(),
+)
+def test_repeats_counts_as_a_loop_does(
+    sep: bytes, gap: int, count: int, lead: bytes, data: st.DataObject
+) -> None:
+    """Runs of ``sep`` every ``len(sep) + gap`` bytes, with the gaps, the end and a few
+    bytes anywhere drawn at will (a gap may hold ``sep`` itself, or the run may stop
+    part-way through it): the column count equals the op-by-op count."""
+    step = len(sep) + gap
+    filler = st.binary(min_size=gap, max_size=gap) | st.just((sep * (gap // len(sep) + 1))[:gap])
+    stream = bytearray(lead)
+    for _ in range(count):
+        stream += sep + data.draw(filler)
+    stream += data.draw(st.sampled_from([b"", sep[: len(sep) // 2], sep]))
+    for _ in range(data.draw(st.integers(0, 2))):
+        if stream:
+            stream[data.draw(st.integers(0, len(stream) - 1))] = data.draw(st.integers(0, 255))
+    whole = bytes(stream)
+    for start in {len(lead), 0, data.draw(st.integers(0, len(whole)))}:
+        assert _repeats(whole, start, step, sep) == repeats_one_by_one(whole, start, step, sep)
 
 
 # --- (e) the stream fuzz of the fault suite: 10k streams, hostile and valid mixed ----
