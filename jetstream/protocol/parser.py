@@ -40,6 +40,7 @@ Design notes (this is the receive hot path):
 
 from __future__ import annotations
 
+import re
 from itertools import repeat
 from operator import add
 
@@ -70,6 +71,10 @@ _BATCH_MIN = 4
 _PROBE = 2048
 _PROBE_LINES = 16
 _COOLDOWN_MAX = 64  # after failed batch attempts, skip at most this many feeds
+# A run of one repeated MSG control line is found with a regular expression (one per
+# line, at most _RUN_CACHE kept) when at least _RUN_PATTERN_MIN more ops could follow.
+_RUN_PATTERN_MIN = 4
+_RUN_CACHE = 64
 
 _info_decoder = msgspec.json.Decoder(Info)
 
@@ -156,28 +161,32 @@ def _gather(parts: list[bytes | bytearray | memoryview], start: int, stop: int) 
     return b"".join(out)
 
 
-def _repeats(data: bytes, start: int, step: int, sep: bytes) -> int:
-    """How many times in a row ``sep`` occurs at ``start``, ``start + step``, ...
+def _run_pattern(sep: bytes, size: int) -> re.Pattern[bytes]:
+    """``sep`` then ``size`` bytes of anything, as many times in a row as they come."""
+    return re.compile(b"(?:%s.{%d})*+" % (re.escape(sep), size), re.DOTALL)
 
-    A long run is counted a column at a time: the bytes at ``start + i``,
-    ``start + i + step``, ... are one strided slice, and its leading bytes equal
-    to ``sep[i]`` are how far the run can go as far as byte ``i`` says. The run
-    is the shortest of these, found in ``len(sep)`` C-level passes instead of a
-    ``startswith`` per op; where no more ops than that can follow, op by op.
+
+def _run_length(
+    data: bytes, first: int, step: int, sep: bytes, rx: re.Pattern[bytes] | None
+) -> int:
+    """How many whole ops of one control line follow each other in ``data``.
+
+    The first op's CRLF is at ``first``; ``sep`` is CRLF and the control line, and
+    ``step`` the length of an op. Each op whose CRLF is followed by the line counts,
+    and so does the last one when its CRLF is there. ``rx`` (``_run_pattern``: sep
+    and a payload's worth of anything) finds the run in one call to the regular
+    expression engine; without it, a ``startswith`` per op does.
     """
-    width = len(sep)
-    k = (len(data) - start - width) // step + 1  # places where a whole sep fits
-    if k <= width:  # a pass per byte of sep would cost more than one per op
-        n = 0
-        while n < k and data.startswith(sep, start):
-            n += 1
-            start += step
-        return n
-    for i in range(width):
-        column = data[start + i : start + i + (k - 1) * step + 1 : step]
-        k -= len(column.lstrip(sep[i : i + 1]))
-        if not k:
-            break
+    if rx is None:
+        crlf = first
+        while data.startswith(sep, crlf):
+            crlf += step
+    else:
+        found = rx.match(data, first)
+        crlf = found.end() if found is not None else first
+    k = (crlf - first) // step
+    if crlf + 2 <= len(data) and data[crlf] == 13 and data[crlf + 1] == 10:
+        k += 1  # and the run's last op (a bad one: the loop in _scan reports)
     return k
 
 
@@ -217,6 +226,7 @@ class Parser:
         "_msg",
         "_parts",
         "_pending",
+        "_runs",
         "_tail",
         "max_control_line",
         "max_payload",
@@ -249,6 +259,8 @@ class Parser:
         # Texts of sids and sizes already parsed: int() costs more than a dict
         # lookup, and a connection sees few distinct sids and sizes.
         self._ints: dict[bytes, int] = {}
+        # Patterns for runs of one repeated MSG control line (see _run_length), by line.
+        self._runs: dict[bytes, re.Pattern[bytes]] = {}
         # Feeds to skip before trying batch parsing again, and failed tries in a row.
         self._cooldown = 0
         self._misses = 0
@@ -340,6 +352,7 @@ class Parser:
         max_line = self.max_control_line
         max_payload = self.max_payload
         ints = self._ints
+        runs = self._runs
         while pos < n:
             end = find(_CRLF, pos)
             if end < 0:
@@ -402,10 +415,12 @@ class Parser:
                     skip = len(line)
                     step = skip + size + 2
                     first = pos + skip + size  # where the op at ``pos`` has its CRLF
-                    k = _repeats(data, first, step, sep)  # ops followed by the same line
-                    crlf = first + k * step
-                    if crlf + 2 <= n and data[crlf] == 13 and data[crlf + 1] == 10:
-                        k += 1  # and the run's last op (a bad one: the loop above reports)
+                    rx = runs.get(line)
+                    if rx is None and (n - first) // step >= _RUN_PATTERN_MIN:
+                        if len(runs) >= _RUN_CACHE:
+                            runs.clear()
+                        rx = runs[line] = _run_pattern(sep, size)
+                    k = _run_length(data, first, step, sep, rx)
                     if k:
                         stop = pos + k * step
                         ops.extend(

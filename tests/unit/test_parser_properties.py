@@ -5,7 +5,7 @@
 (c) arbitrary or mutated bytes give ops or ProtocolError, never another
     exception, and the bytes held stay bounded;
 (d) the batch path and the op-by-op loop agree, on valid and broken runs;
-    a run of one repeated control line is counted as a plain loop counts it.
+    a run of one repeated control line is found by a regular expression as by a loop.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from jetstream.errors import ProtocolError
 from jetstream.protocol.ops import OK, PING, PONG, Err, Info, Msg, Op
-from jetstream.protocol.parser import Parser, _repeats
+from jetstream.protocol.parser import Parser, _run_length, _run_pattern
 
 PROPERTY = settings(max_examples=500, deadline=None)
 
@@ -317,13 +317,6 @@ def test_broken_runs_batch_and_loop_agree(run: list[Msg], data: st.DataObject) -
     assert outcome(run_whole(broken)) == outcome(run_bytewise(broken))
 
 
-def repeats_one_by_one(data: bytes, start: int, step: int, sep: bytes) -> int:
-    n = 0
-    while data.startswith(sep, start + n * step):
-        n += 1
-    return n
-
-
 @PROPERTY
 @given(
     st.binary(min_size=1, max_size=30),
@@ -332,24 +325,31 @@ def repeats_one_by_one(data: bytes, start: int, step: int, sep: bytes) -> int:
     st.binary(max_size=8),
     st.data(),
 )
-def test_repeats_counts_as_a_loop_does(
-    sep: bytes, gap: int, count: int, lead: bytes, data: st.DataObject
+def test_run_pattern_counts_as_the_loop_does(
+    line: bytes, size: int, count: int, lead: bytes, data: st.DataObject
 ) -> None:
-    """Runs of ``sep`` every ``len(sep) + gap`` bytes, with the gaps, the end and a few
-    bytes anywhere drawn at will (a gap may hold ``sep`` itself, or the run may stop
-    part-way through it): the column count equals the op-by-op count."""
-    step = len(sep) + gap
-    filler = st.binary(min_size=gap, max_size=gap) | st.just((sep * (gap // len(sep) + 1))[:gap])
+    """Runs of CRLF and a line every ``len(sep) + size`` bytes, with the bytes between,
+    the end and a few bytes anywhere drawn at will (between may hold ``sep`` itself, a
+    run may stop part-way through it or through a payload): the regular expression
+    finds the run the op-by-op loop finds."""
+    sep = b"\r\n" + line  # as in the parser: one op's CRLF, then the next op's line
+    step = len(sep) + size
+    filler = st.binary(min_size=size, max_size=size) | st.just(
+        (sep * (size // len(sep) + 1))[:size]
+    )
     stream = bytearray(lead)
     for _ in range(count):
         stream += sep + data.draw(filler)
-    stream += data.draw(st.sampled_from([b"", sep[: len(sep) // 2], sep]))
+    stream += data.draw(st.sampled_from([b"", sep[: len(sep) // 2], sep, b"\r\n", b"\r"]))
     for _ in range(data.draw(st.integers(0, 2))):
         if stream:
             stream[data.draw(st.integers(0, len(stream) - 1))] = data.draw(st.integers(0, 255))
     whole = bytes(stream)
-    for start in {len(lead), 0, data.draw(st.integers(0, len(whole)))}:
-        assert _repeats(whole, start, step, sep) == repeats_one_by_one(whole, start, step, sep)
+    rx = _run_pattern(sep, size)
+    for first in {len(lead), 0, data.draw(st.integers(0, len(whole)))}:
+        assert _run_length(whole, first, step, sep, rx) == _run_length(
+            whole, first, step, sep, None
+        )
 
 
 # --- (e) the stream fuzz of the fault suite: 10k streams, hostile and valid mixed ----
