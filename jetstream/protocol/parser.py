@@ -63,6 +63,7 @@ _SNIP = 64  # bytes of offending input quoted in error messages
 _SMALL_PIECE = 4096  # pieces of a split payload below this size are copied, not referenced
 _HDR_PLAIN = b"NATS/1.0\r\n"  # header block with no inline status: the common case
 _INT_CACHE = 1024  # distinct sid/size texts remembered by the op-by-op loop
+_LINE_CACHE = 256  # distinct MSG control lines remembered by the op-by-op loop
 _SEP = b" \0 "  # joins control lines in Parser._batch
 # Batch parsing (see Parser._batch) is tried when the data starts with MSG or
 # HMSG and holds at least _PROBE_LINES CRLFs in its first _PROBE bytes (small
@@ -222,6 +223,7 @@ class Parser:
         "_error",
         "_have",
         "_ints",
+        "_lines",
         "_misses",
         "_msg",
         "_parts",
@@ -259,6 +261,8 @@ class Parser:
         # Texts of sids and sizes already parsed: int() costs more than a dict
         # lookup, and a connection sees few distinct sids and sizes.
         self._ints: dict[bytes, int] = {}
+        # MSG control lines without a reply already parsed: (subject, sid, size) by line.
+        self._lines: dict[bytes, tuple[str, int, int]] = {}
         # Patterns for runs of one repeated MSG control line (see _run_length), by line.
         self._runs: dict[bytes, re.Pattern[bytes]] = {}
         # Feeds to skip before trying batch parsing again, and failed tries in a row.
@@ -353,6 +357,7 @@ class Parser:
         max_payload = self.max_payload
         ints = self._ints
         runs = self._runs
+        lines = self._lines
         while pos < n:
             end = find(_CRLF, pos)
             if end < 0:
@@ -365,43 +370,58 @@ class Parser:
                     f"expected a control line of at most {max_line} bytes, "
                     f"got {end - pos} bytes: {_q(data[pos:end])}"
                 )
-            args = data[pos:end].split()
-            op = args[0] if args else b""
-            if op != b"MSG" and op != b"HMSG":
-                op = op.upper()
+            text = data[pos:end]
+            known = lines.get(text)
+            if known is None:
+                args = text.split()
+                op = args[0] if args else b""
+                if op != b"MSG" and op != b"HMSG":
+                    op = op.upper()
+            else:
+                # A MSG control line without a reply seen before (a wildcard subscription
+                # over a few subjects, or one subject with a few sizes): no split, no parse.
+                op = b"MSG"
+                subject, sid, size = known
+                reply = None
             if op == b"MSG":
-                nargs = len(args)
-                if nargs == 4:
-                    reply = None
-                elif nargs == 5:
-                    reply = args[3].decode()
-                else:
-                    raise ProtocolError(
-                        "expected 'MSG <subject> <sid> [reply] <size>', "
-                        f"got {nargs} field(s): {_q(data[pos:end])}"
-                    )
-                sid = ints.get(args[2])
-                if sid is None:
-                    sid = self._int(args[2], data[pos:end])
-                size = ints.get(args[-1])
-                if size is None:
-                    size = self._int(args[-1], data[pos:end])
+                if known is None:
+                    nargs = len(args)
+                    if nargs == 4:
+                        reply = None
+                    elif nargs == 5:
+                        reply = args[3].decode()
+                    else:
+                        raise ProtocolError(
+                            "expected 'MSG <subject> <sid> [reply] <size>', "
+                            f"got {nargs} field(s): {_q(text)}"
+                        )
+                    got = ints.get(args[2])
+                    sid = got if got is not None else self._int(args[2], text)
+                    got = ints.get(args[-1])
+                    size = got if got is not None else self._int(args[-1], text)
                 if size > max_payload:
                     raise ProtocolError(
                         f"expected a MSG of at most max_payload={max_payload} bytes, "
-                        f"got {size}: {_q(data[pos:end])}"
+                        f"got {size}: {_q(text)}"
                     )
                 start = end + 2
                 stop = start + size
                 if stop + 2 > n:
-                    self._wait(data, start, (args[1].decode(), sid, reply, -1, size))
+                    if known is None:
+                        subject = args[1].decode()
+                    self._wait(data, start, (subject, sid, reply, -1, size))
                     return
                 if data[stop] != 13 or data[stop + 1] != 10:
                     raise ProtocolError(
                         f"expected CRLF after the {size}-byte payload of "
-                        f"{_q(data[pos:end])}, got {_q(data[stop : stop + 2])}"
+                        f"{_q(text)}, got {_q(data[stop : stop + 2])}"
                     )
-                subject = args[1].decode()
+                if known is None:
+                    subject = args[1].decode()
+                    if reply is None:
+                        if len(lines) >= _LINE_CACHE:
+                            lines.clear()
+                        lines[text] = (subject, sid, size)
                 append(msg_type(subject, sid, reply, data[start:stop]))
                 # A run of ops with this very control line (one subject, sid, reply and
                 # size: a steady feed of messages too large to batch): compare the line
@@ -444,15 +464,12 @@ class Parser:
                         "expected 'HMSG <subject> <sid> [reply] <header size> <total size>', "
                         f"got {nargs} field(s): {_q(data[pos:end])}"
                     )
-                sid = ints.get(args[2])
-                if sid is None:
-                    sid = self._int(args[2], data[pos:end])
-                hdr_len = ints.get(args[-2])
-                if hdr_len is None:
-                    hdr_len = self._int(args[-2], data[pos:end])
-                size = ints.get(args[-1])
-                if size is None:
-                    size = self._int(args[-1], data[pos:end])
+                got = ints.get(args[2])
+                sid = got if got is not None else self._int(args[2], text)
+                got = ints.get(args[-2])
+                hdr_len = got if got is not None else self._int(args[-2], text)
+                got = ints.get(args[-1])
+                size = got if got is not None else self._int(args[-1], text)
                 if size > max_payload:
                     raise ProtocolError(
                         f"expected an HMSG of at most max_payload={max_payload} bytes, "

@@ -727,3 +727,39 @@ def test_large_runs_of_one_control_line_reject_what_the_loop_rejects(odd: bytes)
     assert len(exc.value.ops) == 10  # the ops before the bad one are handed over
     with pytest.raises(ProtocolError):
         feed_chunks(data, 1000)
+
+
+def test_control_lines_seen_before_parse_as_the_first_time() -> None:
+    """A few subjects and sizes taking turns (each line parsed once, then looked up),
+    with a reply now and then (never looked up), whole and in every piece size."""
+    expected: list[Msg] = []
+    data = b""
+    for i in range(400):
+        subject = f"orders.{i % 7}"
+        reply = f"_INBOX.r{i}" if i % 5 == 0 else None
+        payload = bytes([48 + i % 10]) * (600 + 300 * (i % 3))
+        expected.append(Msg(subject, 1 + i % 2, reply, payload))
+        fields = [subject.encode(), b"%d" % (1 + i % 2)] + ([reply.encode()] if reply else [])
+        data += b"MSG " + b" ".join(fields) + b" %d\r\n" % len(payload) + payload + b"\r\n"
+    assert feed_whole(data) == expected
+    for size in (1, 7, 100, 1000, 4096, 65536):
+        assert feed_chunks(data, size) == expected
+
+
+def test_a_control_line_seen_before_is_held_to_a_lowered_max_payload() -> None:
+    p = Parser()
+    op = b"MSG a.b 1 5\r\nhello\r\n"
+    assert p.feed(op * 3) == [Msg("a.b", 1, None, b"hello")] * 3
+    p.max_payload = 4  # a server with a lower limit, after a reconnect
+    with pytest.raises(ProtocolError, match="max_payload=4"):
+        p.feed(op)
+
+
+def test_the_remembered_control_lines_stay_bounded() -> None:
+    p = Parser()
+    body = b"x" * 300  # too large for the batch path: the op-by-op loop parses these
+    count = 3 * parser_mod._LINE_CACHE
+    ops = b"".join(b"MSG s.%d 1 300\r\n%s\r\n" % (i, body) for i in range(count))
+    got = p.feed(ops)
+    assert [m.subject for m in got if isinstance(m, Msg)] == [f"s.{i}" for i in range(count)]
+    assert 0 < len(p._lines) <= parser_mod._LINE_CACHE
