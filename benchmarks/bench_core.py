@@ -6,7 +6,9 @@ Workloads (against one embedded nats-server):
 - pub->sub: N messages from one connection to a subscriber on another, both in
   this process; timed until the subscriber has all of them;
 - request/reply: sequential requests to a responder on another connection;
-  p50 and p99 latency (the ratio column compares p50s; lower is better there).
+  p50 and p99 latency (the ratio column compares p50s; lower is better there);
+  then the socket floor (``benchmarks/_floor.py``): the same request/reply relayed by
+  the server between two bare blocking sockets, with no client library at all.
 
 Run: ``.venv/bin/python -m benchmarks.bench_core [--count N] [--loop uvloop]``.
 """
@@ -25,6 +27,7 @@ import nats
 import nats.errors
 
 import jetstream
+from benchmarks._floor import socket_floor
 from benchmarks._report import Measurement, arg_parser, race_async, report, run_on_loop
 from jetstream.embedded import NatsServer
 from jetstream.errors import NoRespondersError
@@ -215,6 +218,11 @@ async def main_async(args: Any) -> list[Measurement]:
                 f"{impl}: request p50 {p50 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us, "
                 f"mean {statistics.fmean(lat) * 1e6:.0f} us"
             )
+        floor = socket_floor(url, rounds=max(100, args.requests))
+        print(
+            f"socket floor (blocking sockets, no client): request p50 "
+            f"{floor['request'] * 1e6:.0f} us, PING/PONG p50 {floor['ping'] * 1e6:.0f} us"
+        )
     return results
 
 

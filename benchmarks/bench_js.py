@@ -12,6 +12,9 @@ Workloads (one embedded nats-server, memory storage):
 - ack_sync: M messages acked with a confirmed ack, one after the other (bound by the
   round-trip time to the server), and 100 at a time (bound by the client's own work).
 
+At the end, the socket floor (``benchmarks/_floor.py``): a PING/PONG round trip on a
+bare blocking socket, the most sequential ``ack_sync`` calls a second could reach here.
+
 Run: ``.venv/bin/python -m benchmarks.bench_js [--count N] [--loop uvloop]``.
 """
 
@@ -28,6 +31,7 @@ from nats.js.api import StorageType as NStorageType
 from nats.js.api import StreamConfig as NStreamConfig
 
 import jetstream
+from benchmarks._floor import socket_floor
 from benchmarks._report import (
     Measurement,
     Workload,
@@ -261,12 +265,19 @@ async def main_async(args: Any) -> list[Measurement]:
                     ("ack_sync 100 at a time", n // 10, lambda: impl.ack_sync(n // 10, 100)),
                 ]
 
-            return await race_workloads(
+            results = await race_workloads(
                 {ours.name: workloads(ours), theirs.name: workloads(theirs)},
                 repeat=args.repeat,
                 only=args.only,
                 unit="msg/s",
             )
+        # one ack_sync is one round trip: this is the fastest any client could go
+        ping = socket_floor(server.url, rounds=max(100, n // 100))["ping"]
+        print(
+            f"socket floor (blocking sockets, no client): PING/PONG p50 {ping * 1e6:.0f} us, "
+            f"at most {1 / ping:,.0f} sequential round trips/s"
+        )
+        return results
 
 
 def main() -> None:
