@@ -61,6 +61,17 @@ class Delivery(Protocol):
 
 #: Feeds with at least this many ops are checked for being all messages for one sid.
 _BULK_MIN = 8
+
+#: Bytes asked for per read on asyncio's own socket transport, while reads come back
+#: smaller than this. That transport reads into a new ``bytes`` of its ``max_size``
+#: (256 KiB) and shrinks it to what came: a size past glibc's mmap threshold, and a
+#: chunk shrunk before it is freed never raises the threshold, so every read mapped,
+#: remapped and unmapped memory (three system calls and a page fault, about a tenth
+#: of a request's round trip here). Below the threshold the buffer comes from the heap.
+READ_SIZE = 64 * 1024
+#: ... and once a read fills READ_SIZE (a bulk transfer), until one comes back short:
+#: there, fewer and larger reads cost less than the mapping does.
+BULK_READ_SIZE = 256 * 1024
 _sid_of = attrgetter("sid")
 _payload_of = attrgetter("payload")
 
@@ -84,14 +95,32 @@ class _Connection(asyncio.Protocol):
         self.failure: BaseException | None = None
         self.established = False
         self.write_paused = False
+        self._sized = False  # the transport's read size is ours to set (see READ_SIZE)
+        self._bulk = False
 
     # -- asyncio.Protocol -----------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports do not subclass asyncio.Transport; they quack alike.
         self.transport = cast(asyncio.Transport, transport)
+        # uvloop reads into a buffer of its own and has no max_size to set.
+        self._sized = isinstance(getattr(transport, "max_size", None), int)
+        if self._sized:
+            transport.max_size = READ_SIZE  # type: ignore[attr-defined]
+
+    def _resize_reads(self, size: int) -> None:
+        """Between READ_SIZE and BULK_READ_SIZE reads, by the size of the last one."""
+        if size >= READ_SIZE:
+            if not self._bulk:
+                self._bulk = True
+                self.transport.max_size = BULK_READ_SIZE  # type: ignore[union-attr]
+        elif self._bulk:
+            self._bulk = False
+            self.transport.max_size = READ_SIZE  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
+        if self._sized:
+            self._resize_reads(len(data))
         try:
             ops = self.parser.feed(data)
         except ProtocolError as exc:
