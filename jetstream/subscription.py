@@ -182,7 +182,7 @@ class Subscription:
         return msg
 
     async def _wait(self) -> None:
-        w = asyncio.get_running_loop().create_future()
+        w = self._client._loop.create_future()  # no get_running_loop(): it calls getpid()
         self._waiter = w
         try:
             await w
