@@ -9,6 +9,11 @@ window, on one embedded nats-server and local Spark (``local[2]``):
   row with nats-py's ``publish_async`` (msg ids too) and wait for all acks;
 - spark alone: the same query into the ``noop`` format (what Spark costs by itself).
 
+Then Spark's ``rate`` source, which offers a fixed number of rows a second (``--rate``,
+100k by default), for ``--seconds`` (20) into ``noop`` and into ``foreach_batch_sink``:
+the rows per second each got through, so whether the sink keeps up with Spark alone
+at that rate.
+
 Run: ``.venv/bin/python -m benchmarks.bench_spark [--rows N] [--repeat R]`` (default one
 million rows, 2 rounds). The three take turns, round after round, and the best run of
 each counts; the first round also starts Spark's Python workers, which later rounds
@@ -128,9 +133,64 @@ def run_query(spark: Any, src: Path, fn: Any, ckpt: Path) -> float:
     return time.perf_counter() - t0
 
 
+def run_rate(spark: Any, fn: Any, ckpt: Path, rate: int, seconds: float) -> tuple[float, int]:
+    """Rows per second that a ``rate`` source offering ``rate`` rows a second got through
+    ``fn``, over about ``seconds`` after the first micro-batch (which starts the Python
+    workers); and the rows of the batches that completed. A sink that keeps up
+    processes about ``rate``; one that does not falls behind and processes less.
+
+    A micro-batch starts every second, or at once after one that took longer; the
+    query is stopped between two of them (a stop that interrupts a batch makes Spark
+    print a stack trace)."""
+    shutil.rmtree(ckpt, ignore_errors=True)
+    q = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", rate)
+        .option("numPartitions", 2)
+        .load()
+        .selectExpr("value as id", f"rpad(cast(value as string), {ROW_BYTES}, 'x') as value")
+        .writeStream.foreachBatch(fn)
+        .option("checkpointLocation", str(ckpt))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        first = _next_batch(q, 0, 120)
+        t0, rows0 = time.perf_counter(), _rows_done(q)
+        seen = first
+        t1, rows1 = t0, rows0
+        while t1 - t0 < seconds:
+            seen = _next_batch(q, seen, 60)
+            t1, rows1 = time.perf_counter(), _rows_done(q)
+        deadline = time.monotonic() + 30
+        while q.status["isTriggerActive"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        q.stop()
+    return (rows1 - rows0) / (t1 - t0), _rows_done(q)
+
+
+def _next_batch(q: Any, seen: int, timeout: float) -> int:
+    """Wait until more than ``seen`` micro-batches have completed; their count."""
+    deadline = time.monotonic() + timeout
+    while len(q.recentProgress) <= seen:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no micro-batch completed in {timeout} s")
+        time.sleep(0.005)
+    return len(q.recentProgress)
+
+
+def _rows_done(q: Any) -> int:
+    return sum(int(p["numInputRows"]) for p in q.recentProgress)
+
+
 def main() -> None:
     parser = arg_parser("PySpark foreachBatch sink throughput")
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--rate", type=int, default=100_000, help="rows/s of the rate-source run (0: none)"
+    )
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of that run")
     parser.set_defaults(repeat=2)  # a round takes a minute and a half
     args = parser.parse_args()
     n = args.rows
@@ -165,6 +225,22 @@ def main() -> None:
             for impl, seconds in best.items():
                 results.append(
                     Measurement("foreachBatch 100 B rows", impl, seconds, n, n * ROW_BYTES)
+                )
+            if args.rate:
+                # Spark's rate source offers a fixed number of rows a second: does the
+                # sink keep up with what Spark alone moves at that rate?
+                kept: dict[str, float] = {}
+                for impl, fn in runs[:2]:
+                    fresh_stream(url)
+                    kept[impl], done = run_rate(spark, fn, tmp / "ckpt", args.rate, args.seconds)
+                    if impl == "jetstream":
+                        got = stored(url)
+                        # every completed batch is stored; a batch cut off by stop() maybe
+                        assert got >= done, f"stream holds {got} messages, batches had {done}"
+                    print(f"rate source at {args.rate:,} rows/s, {impl}: {kept[impl]:,.0f} rows/s")
+                print(
+                    f"rate source: jetstream sink / spark alone: "
+                    f"{kept['jetstream'] / kept['spark alone']:.2f}x"
                 )
     finally:
         spark.stop()
