@@ -95,7 +95,9 @@ class _Connection(asyncio.Protocol):
         self.failure: BaseException | None = None
         self.established = False
         self.write_paused = False
-        self._sized = False  # the transport's read size is ours to set (see READ_SIZE)
+        #: the socket transport whose read size is ours to set (see READ_SIZE), if any
+        self._reads: Any = None
+        self._sized = False
         self._bulk = False
 
     # -- asyncio.Protocol -----------------------------------------------
@@ -104,19 +106,26 @@ class _Connection(asyncio.Protocol):
         # uvloop's transports do not subclass asyncio.Transport; they quack alike.
         self.transport = cast(asyncio.Transport, transport)
         # uvloop reads into a buffer of its own and has no max_size to set.
-        self._sized = isinstance(getattr(transport, "max_size", None), int)
-        if self._sized:
-            transport.max_size = READ_SIZE  # type: ignore[attr-defined]
+        if isinstance(getattr(transport, "max_size", None), int):
+            self._reads = transport
+            self._sized = True
+            self._reads.max_size = READ_SIZE
+
+    def layered(self, transport: asyncio.Transport) -> None:
+        """TLS now runs over the socket: ``transport`` carries the data, and the socket's
+        reads are the TLS layer's (into a buffer of its own), no longer sized here."""
+        self.transport = transport
+        self._sized = False
 
     def _resize_reads(self, size: int) -> None:
         """Between READ_SIZE and BULK_READ_SIZE reads, by the size of the last one."""
         if size >= READ_SIZE:
             if not self._bulk:
                 self._bulk = True
-                self.transport.max_size = BULK_READ_SIZE  # type: ignore[union-attr]
+                self._reads.max_size = BULK_READ_SIZE
         elif self._bulk:
             self._bulk = False
-            self.transport.max_size = READ_SIZE  # type: ignore[union-attr]
+            self._reads.max_size = READ_SIZE
 
     def data_received(self, data: bytes) -> None:
         if self._sized:
@@ -288,7 +297,7 @@ async def open_connection(
                 tr = await loop.start_tls(conn.transport, conn, ctx, server_hostname=hostname)
                 if tr is None:
                     raise TlsError(f"TLS upgrade with {server} failed")
-                conn.transport = tr
+                conn.layered(tr)
             creds = opts.credentials
             if server.user is not None or server.token is not None:
                 creds = Credentials(
