@@ -155,9 +155,8 @@ def run_rate(spark: Any, fn: Any, ckpt: Path, rate: int, seconds: float) -> tupl
         .start()
     )
     try:
-        first = _next_batch(q, 0, 120)
+        seen = _next_batch(q, 0, 120)
         t0, rows0 = time.perf_counter(), _rows_done(q)
-        seen = first
         t1, rows1 = t0, rows0
         while t1 - t0 < seconds:
             seen = _next_batch(q, seen, 60)

@@ -97,7 +97,6 @@ class _Connection(asyncio.Protocol):
         self.write_paused = False
         #: the socket transport whose read size is ours to set (see READ_SIZE), if any
         self._reads: Any = None
-        self._sized = False
         self._bulk = False
 
     # -- asyncio.Protocol -----------------------------------------------
@@ -108,14 +107,13 @@ class _Connection(asyncio.Protocol):
         # uvloop reads into a buffer of its own and has no max_size to set.
         if isinstance(getattr(transport, "max_size", None), int):
             self._reads = transport
-            self._sized = True
-            self._reads.max_size = READ_SIZE
+            transport.max_size = READ_SIZE  # type: ignore[attr-defined]
 
     def layered(self, transport: asyncio.Transport) -> None:
         """TLS now runs over the socket: ``transport`` carries the data, and the socket's
         reads are the TLS layer's (into a buffer of its own), no longer sized here."""
         self.transport = transport
-        self._sized = False
+        self._reads = None
 
     def _resize_reads(self, size: int) -> None:
         """Between READ_SIZE and BULK_READ_SIZE reads, by the size of the last one."""
@@ -128,7 +126,7 @@ class _Connection(asyncio.Protocol):
             self._reads.max_size = READ_SIZE
 
     def data_received(self, data: bytes) -> None:
-        if self._sized:
+        if self._reads is not None:
             self._resize_reads(len(data))
         try:
             ops = self.parser.feed(data)
