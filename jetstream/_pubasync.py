@@ -5,6 +5,11 @@ shared subscription; the ack resolves the future found by token. Timeouts are
 checked by one periodic sweep, not a timer per message. Every future resolves on
 every path: ack, API error, timeout, lost connection, close.
 
+A future's ``timeout`` is its deadline. No responders (nothing was stored) is sent
+again with backoff until then, under the same token, so an ack of any attempt
+resolves it. A message with an id (``keyed``) is also sent again when an attempt
+goes unanswered or the connection is lost: the stream deduplicates the id.
+
 A bulk writer (the Spark sink) may instead register an ``AckTracker`` and a row of
 its own per publish (``try_publish_rows``, many rows a call): no future per message;
 the tracker hears of each ack or failure, on the same paths.
@@ -21,7 +26,14 @@ import msgspec
 
 from ._api_base import decode_response
 from ._api_stream import PubAck
-from .errors import JetStreamError, NoRespondersError, PublishWindowFullError
+from ._retry import attempt_timeout, retry_delay
+from .errors import (
+    ConnectionClosedError,
+    JetStreamError,
+    NatsError,
+    NoRespondersError,
+    PublishWindowFullError,
+)
 from .errors import TimeoutError as NatsTimeoutError
 from .protocol.headers import HeadersLike, encode_headers
 from .protocol.subjects import next_nuid
@@ -44,12 +56,13 @@ class AckTracker(Protocol):
     def failed(self, row: Any, exc: BaseException) -> None: ...
 
 
-# (future, deadline, subject, None) or (tracker, deadline, subject, row)
-_Entry = tuple[Any, float, str, Any]
+# (tracker, deadline, subject, row), or for a future
+# (future, attempt deadline, subject, None, data, header block, deadline, keyed)
+_Entry = tuple[Any, ...]
 
 
 def _fail(entry: _Entry, exc: BaseException) -> None:
-    target, _, _, row = entry
+    target, _, _, row = entry[:4]
     if row is None:
         if not target.done():
             target.set_exception(exc)
@@ -75,6 +88,8 @@ class AsyncPublisher:
         self._room: deque[asyncio.Future[None]] = deque()
         self._idle: list[asyncio.Future[None]] = []
         self._timer: asyncio.TimerHandle | None = None
+        #: token -> (attempts made, last cause) of futures sent more than once
+        self._tries: dict[str, tuple[int, NatsError]] = {}
         # Delivery protocol: what the client needs to re-make the subscription.
         self.subject = ""
         self.queue: str | None = None
@@ -97,6 +112,7 @@ class AsyncPublisher:
         nc._register(sid, self)
         nc._send_sub(self.subject, sid, None)
         nc._loss_hooks.append(self._on_loss)
+        nc._reconnect_hooks.append(self._on_reconnect)
 
     def try_publish(
         self,
@@ -104,11 +120,13 @@ class AsyncPublisher:
         data: bytes | bytearray | memoryview,
         headers: HeadersLike | bytes | None,
         timeout: float | None,
+        keyed: bool = False,
     ) -> asyncio.Future[PubAck] | None:
         """Publish now if the window has room (the future of its ack), else None.
 
         ``headers`` may be an already encoded header block (bytes), from a caller that
-        built and checked it itself.
+        built and checked it itself. ``keyed``: the message has an id, so a lost or
+        unanswered attempt may be sent again.
         """
         if len(self._pending) >= self.max_pending:
             return None
@@ -117,7 +135,7 @@ class AsyncPublisher:
         else:
             hdr = encode_headers(headers) if headers else None
         fut: asyncio.Future[PubAck] = self._nc._loop.create_future()
-        self._send(subject, data, hdr, fut, self.timeout if timeout is None else timeout)
+        self._send(subject, data, hdr, fut, self.timeout if timeout is None else timeout, keyed)
         return fut
 
     def try_publish_rows(
@@ -162,6 +180,7 @@ class AsyncPublisher:
         hdr: bytes | None,
         fut: asyncio.Future[PubAck],
         timeout: float,
+        keyed: bool,
     ) -> None:
         if not self._prefix:
             self._ensure_sub()
@@ -173,7 +192,9 @@ class AsyncPublisher:
             self._arm()
         # Deadlines come from the sweep's clock (updated every sweep): a timeout is
         # honoured within one sweep interval, and no clock is read per message.
-        self._pending[str(seq)] = (fut, self._now + timeout, subject, None)
+        deadline = self._now + timeout
+        first = self._now + attempt_timeout(timeout) if keyed else deadline
+        self._pending[str(seq)] = (fut, first, subject, None, data, hdr, deadline, keyed)
 
     async def publish(
         self,
@@ -181,10 +202,11 @@ class AsyncPublisher:
         data: bytes | bytearray | memoryview,
         headers: HeadersLike | bytes | None,
         timeout: float | None,
+        keyed: bool = False,
     ) -> asyncio.Future[PubAck]:
         """Publish, waiting first for room in the window (see ``try_publish``)."""
         while True:
-            fut = self.try_publish(subject, data, headers, timeout)
+            fut = self.try_publish(subject, data, headers, timeout, keyed)
             if fut is not None:
                 break
             await self._wait_room(self.timeout if timeout is None else timeout)
@@ -198,9 +220,10 @@ class AsyncPublisher:
 
     def _deliver(self, op: MsgOp) -> None:
         self.received += 1
-        entry = self._pending.pop(op.subject[self._cut :], None)
+        token = op.subject[self._cut :]
+        entry = self._pending.pop(token, None)
         if entry is not None:
-            self._settle(entry, op)
+            self._settle(token, entry, op)
         if self._room or not self._pending:
             self._resolved()
 
@@ -213,7 +236,8 @@ class AsyncPublisher:
         cut = self._cut
         decode = _PUBACK.decode
         for op in ops:
-            entry = pop(op.subject[cut:], None)
+            token = op.subject[cut:]
+            entry = pop(token, None)
             if entry is None:
                 continue
             row = entry[3]
@@ -226,19 +250,23 @@ class AsyncPublisher:
                     if ack.error is None:
                         entry[0].acked(ack)
                         continue
-            self._settle(entry, op)
+            self._settle(token, entry, op)
         if self._room or not pending:
             self._resolved()
         return True
 
-    def _settle(self, entry: _Entry, op: MsgOp) -> None:
+    def _settle(self, token: str, entry: _Entry, op: MsgOp) -> None:
         """Resolve ``entry`` (just taken from the window) with the reply ``op``."""
-        target, _, subject, row = entry
+        target, _, subject, row = entry[:4]
         if row is None and target.done():
+            self._tries.pop(token, None)
             return
         try:
             if op.status == 503:
-                raise NoRespondersError(f"no stream answered a publish to {subject!r}")
+                cause = NoRespondersError(f"no stream answered a publish to {subject!r}")
+                if row is None and self._again(token, entry, cause):
+                    return
+                raise cause
             try:
                 ack = _PUBACK.decode(op.payload)
                 if ack.error is not None:
@@ -247,12 +275,68 @@ class AsyncPublisher:
                 # the slow path: error replies lack fields a PubAck needs
                 ack = decode_response(op.payload, PubAck, subject)
         except (NoRespondersError, JetStreamError) as exc:
-            _fail(entry, exc)
+            self._fail_entry(token, entry, exc)
         else:
             if row is None:
                 target.set_result(ack)
+                if self._tries:
+                    self._tries.pop(token, None)
             else:
                 target.acked(ack)
+
+    # -- sending again ----------------------------------------------------------------
+
+    def _failed_attempt(self, token: str, cause: NatsError) -> int:
+        """Record that the latest attempt of ``token`` failed; the attempts so far."""
+        n = self._tries[token][0] if token in self._tries else 1
+        self._tries[token] = (n, cause)
+        return n
+
+    def _again(self, token: str, entry: _Entry, cause: NatsError) -> bool:
+        """Send ``entry`` (a future's, taken from the window) again after a backoff if
+        its deadline allows; False if it does not (then the caller fails it)."""
+        loop = self._nc._loop
+        delay = retry_delay(self._failed_attempt(token, cause))
+        if loop.time() + delay >= entry[6] or self._nc.is_closed:
+            return False
+        # Back in the window until then (an ack of the earlier attempt resolves it too).
+        self._pending[token] = (entry[0], entry[6], *entry[2:])
+        loop.call_later(delay, self._resend, token)
+        if self._timer is None:
+            self._now = loop.time()
+            self._arm()
+        return True
+
+    def _resend(self, token: str) -> None:
+        """Send the message of ``token`` again (under the same token)."""
+        entry = self._pending.get(token)
+        nc = self._nc
+        if entry is None or entry[0].done() or nc.is_closed:
+            return
+        if not nc.is_connected:
+            return  # the reconnect hook sends it
+        subject, data, hdr, deadline, keyed = entry[2], entry[4], entry[5], entry[6], entry[7]
+        try:
+            nc._publish_to_reply(subject, data, self._reply_prefix + token.encode(), hdr)
+        except NatsError as exc:
+            del self._pending[token]
+            self._fail_entry(token, entry, exc)
+            self._resolved()
+            return
+        if token in self._tries:
+            n, cause = self._tries[token]
+            self._tries[token] = (n + 1, cause)
+        now = nc._loop.time()
+        first = min(now + attempt_timeout(deadline - now), deadline) if keyed else deadline
+        self._pending[token] = (entry[0], first, *entry[2:])
+
+    def _fail_entry(self, token: str, entry: _Entry, exc: BaseException) -> None:
+        """Fail ``entry``; a future that was sent more than once is told how often."""
+        tries = self._tries.pop(token, None) if self._tries else None
+        if tries is not None and isinstance(exc, NatsError):
+            exc.attempts = tries[0]
+            exc.args = (f"{exc} ({tries[0]} attempts)",)
+        _fail(entry, exc)
 
     def _resolved(self) -> None:
         room = self._room
@@ -277,10 +361,21 @@ class AsyncPublisher:
         self._timer = None
         now = self._now = self._nc._loop.time()
         expired = [k for k, entry in self._pending.items() if entry[1] <= now]
+        failed = False
         for k in expired:
-            entry = self._pending.pop(k)
-            _fail(entry, NatsTimeoutError(f"no ack for the publish to {entry[2]!r} in time"))
-        if expired:
+            entry = self._pending[k]
+            if len(entry) > 4 and entry[7] and entry[6] > now and not entry[0].done():
+                # a keyed attempt went unanswered: ask again (the id is deduplicated)
+                cause = NatsTimeoutError(f"no ack for the publish to {entry[2]!r} in time")
+                self._failed_attempt(k, cause)
+                self._resend(k)
+                continue
+            del self._pending[k]
+            failed = True
+            self._fail_entry(
+                k, entry, NatsTimeoutError(f"no ack for the publish to {entry[2]!r} in time")
+            )
+        if failed:
             self._resolved()
         if self._pending:
             self._arm()
@@ -289,16 +384,39 @@ class AsyncPublisher:
 
     def _on_loss(self, exc: BaseException) -> None:
         pending, self._pending = self._pending, {}
-        for entry in pending.values():
-            _fail(entry, exc)
+        now = self._nc._loop.time()
+        closing = self._nc.is_closed
+        for token, entry in pending.items():
+            if (
+                not closing
+                and len(entry) > 4
+                and entry[7]
+                and entry[6] > now
+                and not entry[0].done()
+                and isinstance(exc, NatsError)
+            ):
+                # keyed: kept, and sent again once reconnected (until its deadline)
+                self._failed_attempt(token, exc)
+                self._pending[token] = (entry[0], entry[6], *entry[2:])
+                continue
+            self._fail_entry(token, entry, exc)
         self._resolved()
         for w in self._room:
             if not w.done():
                 w.set_exception(exc)
         self._room.clear()
 
+    def _on_reconnect(self) -> None:
+        """Send again what a lost connection left unanswered (keyed messages only)."""
+        for k in [k for k, entry in self._pending.items() if len(entry) > 4 and entry[7]]:
+            self._resend(k)
+
     async def _close(self) -> None:
         """Called by the client when it closes (after the loss hooks ran)."""
+        pending, self._pending = self._pending, {}
+        for token, entry in pending.items():
+            self._fail_entry(token, entry, ConnectionClosedError("the connection closed"))
+        self._tries.clear()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

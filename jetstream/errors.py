@@ -89,6 +89,9 @@ __all__ = [
 class NatsError(Exception):
     """Root of every error this package raises."""
 
+    #: of a call that retries until a deadline (``js.publish``): the attempts it made
+    attempts: int = 0
+
 
 class ProtocolError(NatsError):
     """The server sent bytes that break the NATS protocol; fatal to that connection.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._api_base import ApiResponse
 from ._pubasync import AsyncPublisher
+from ._retry import RETRY_BASE, attempt_timeout, retry_delay
 from .advisories import DeadLetters
 from .api import (
     REQUIRED_API_LEVEL_HEADER,
@@ -34,6 +35,7 @@ from .errors import (
     BadNameError,
     DisconnectedError,
     JetStreamNotEnabledError,
+    NatsError,
     NoRespondersError,
     StreamNotFoundError,
 )
@@ -339,31 +341,40 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
         expected_last_msg_id: str | None = None,
         ttl: float | str | None = None,
         timeout: float | None = None,
-        retry_attempts: int = 2,
-        retry_wait: float = 0.25,
+        retry_attempts: int | None = None,
+        retry_wait: float = RETRY_BASE,
     ) -> PubAck:
-        """Publish to a stream and wait for its ``PubAck``.
+        """Publish to a stream and wait for its ``PubAck``, for at most ``timeout`` seconds.
 
-        A 503 (no responders: the stream is electing a leader, or does not exist) is
-        retried ``retry_attempts`` times with a doubling wait. With a ``msg_id`` a lost
-        connection or a timeout is retried too: the stream deduplicates the id inside
-        its duplicate window, so a retry never stores the message twice.
+        ``timeout`` is the deadline of the whole call, retries included. No
+        responders (a 503: the stream is electing a leader, restarting, or does not
+        exist yet; nothing was stored) is retried with backoff and jitter, from about
+        ``retry_wait`` seconds up to about 1 s, until the deadline. With a ``msg_id``, a
+        lost connection and an attempt left unanswered are retried too: the stream
+        deduplicates the id inside its duplicate window, so a retry never stores the
+        message twice. Without one those raise at once, since the message may have
+        been stored.
 
         Args:
-            msg_id: ``Nats-Msg-Id``, for deduplication.
+            msg_id: ``Nats-Msg-Id``, for deduplication (and safe retries).
             expected_stream: the stream that must store it (checked by the server,
                 like the other ``expected_*`` options).
             expected_last_seq: the stream's last sequence must be this.
             expected_last_subject_seq: the last sequence on ``subject`` must be this.
             expected_last_msg_id: the stream's last ``Nats-Msg-Id`` must be this.
             ttl: per-message TTL in seconds (the stream needs ``allow_msg_ttl``).
-            timeout: seconds to wait for each attempt's ack (default: the context's).
+            timeout: seconds for the whole call (default: the context's).
+            retry_attempts: an optional cap on the retries (None: until the deadline).
+            retry_wait: the first backoff, in seconds.
 
         Raises:
-            NoRespondersError: still no stream answered after the retries.
+            NoRespondersError: still no stream answered at the deadline (or after
+                ``retry_attempts`` retries); ``attempts`` says how many were made.
             WrongLastSequenceError, WrongLastMsgIdError, StreamNotMatchError...: a
                 failed expectation (a ``JetStreamApiError``).
-            TimeoutError: no ack in time.
+            TimeoutError: no ack in time (``attempts`` and ``__cause__`` say more).
+            DisconnectedError: the connection was lost before the ack, without a
+                ``msg_id`` (the message may have been stored).
         """
         h = self._publish_headers(
             headers,
@@ -374,24 +385,58 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
             expected_last_msg_id,
             ttl,
         )
-        t = self.timeout if timeout is None else timeout
-        wait = retry_wait
-        attempt = 0
+        nc = self._nc
+        total = self.timeout if timeout is None else timeout
+        start = nc._loop.time()
+        try:  # the common case: answered at the first attempt
+            first_wait = total if msg_id is None else attempt_timeout(total)
+            msg = await nc.request(subject, data, timeout=first_wait, headers=h)
+            return decode_response(msg.data, PubAck, subject)
+        except NoRespondersError as exc:
+            first: NatsError = exc
+        except (DisconnectedError, NatsTimeoutError) as exc:
+            if msg_id is None:
+                raise
+            first = exc
+        return await self._publish_retry(
+            subject, data, h, msg_id is not None, start + total, first, retry_attempts, retry_wait
+        )
+
+    async def _publish_retry(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        headers: HeadersLike | None,
+        keyed: bool,
+        deadline: float,
+        cause: NatsError,
+        retry_attempts: int | None,
+        retry_wait: float,
+    ) -> PubAck:
+        """The rest of ``publish`` after a first attempt that failed with ``cause``."""
+        nc = self._nc
+        loop = nc._loop
+        attempts = 1
         while True:
+            left = deadline - loop.time()
+            if retry_attempts is not None and attempts > retry_attempts:
+                raise _gave_up(cause, subject, attempts, f"(retry_attempts={retry_attempts})")
+            if left < 0.01:
+                raise _gave_up(cause, subject, attempts, "before the call's deadline")
+            await asyncio.sleep(min(retry_delay(attempts, base=retry_wait), left / 2))
+            left = deadline - loop.time()
+            attempts += 1
             try:
-                msg = await self._nc.request(subject, data, timeout=t, headers=h)
+                msg = await nc.request(
+                    subject, data, timeout=attempt_timeout(left) if keyed else left, headers=headers
+                )
                 return decode_response(msg.data, PubAck, subject)
-            except NoRespondersError:
-                if attempt >= retry_attempts:
-                    raise NoRespondersError(
-                        f"no stream answered a publish to {subject!r} ({attempt + 1} attempt(s))"
-                    ) from None
-            except (DisconnectedError, NatsTimeoutError):
-                if msg_id is None or attempt >= retry_attempts:
-                    raise
-            attempt += 1
-            await asyncio.sleep(wait)
-            wait *= 2
+            except NoRespondersError as exc:
+                cause = exc
+            except (DisconnectedError, NatsTimeoutError) as exc:
+                if not keyed:
+                    raise _gave_up(exc, subject, attempts, "(no msg_id: not retried)") from exc
+                cause = exc
 
     async def publish_batch(
         self,
@@ -456,9 +501,13 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
 
         At most ``publish_async_max_pending`` publishes (default 4000) are outstanding:
         when the window is full this waits for room (at most the ack timeout, then
-        ``PublishWindowFullError``). The future always resolves: with the ack, the API
-        error, ``TimeoutError`` after ``timeout``, ``DisconnectedError`` when the
-        connection is lost, or ``ConnectionClosedError`` on close.
+        ``PublishWindowFullError``). ``timeout`` is the future's deadline: no
+        responders is sent again with backoff until then, and so, with a ``msg_id``,
+        is an attempt left unanswered or cut by a lost connection (sent again once
+        reconnected). The future always resolves: with the ack, the API error,
+        ``NoRespondersError`` or ``TimeoutError`` at the deadline (``attempts`` says how
+        many were made), ``DisconnectedError`` when the connection is lost (without a
+        ``msg_id``), or ``ConnectionClosedError`` on close.
         """
         h = (
             self._publish_headers(
@@ -480,9 +529,10 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
         )
         pub = self._publisher
         # The common case without a coroutine of its own: room in the window, socket writable.
-        fut = pub.try_publish(subject, data, h, timeout)
+        keyed = msg_id is not None
+        fut = pub.try_publish(subject, data, h, timeout, keyed)
         if fut is None:
-            return await pub.publish(subject, data, h, timeout)
+            return await pub.publish(subject, data, h, timeout, keyed)
         conn = self._nc._conn
         if conn is not None and conn.write_paused:
             await self._nc._wait_writable()
@@ -500,6 +550,23 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
     def publish_async_pending(self) -> int:
         """How many ``publish_async`` acks are outstanding."""
         return self._publisher.pending
+
+
+def _gave_up(cause: NatsError, subject: str, attempts: int, how: str) -> NatsError:
+    """The error a retried publish ends with: the last cause's kind, saying how many
+    attempts were made (also as ``attempts``), with the last cause as ``__cause__``."""
+    if isinstance(cause, NoRespondersError):
+        what = "no stream answered"
+    elif isinstance(cause, DisconnectedError):
+        what = "the connection was lost during"
+    else:
+        what = "no ack came for"
+    exc = type(cause)(
+        f"{what} a publish to {subject!r}: {attempts} attempt(s) {how}; last: {cause}"
+    )
+    exc.attempts = attempts
+    exc.__cause__ = cause
+    return exc
 
 
 def _unset() -> Any:
