@@ -30,14 +30,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
 from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs
-from .api import PullRequest, encode
+from ._retry import retry_delay
+from .api import ConsumerInfo, PullRequest, encode
 from .errors import (
     ConsumerDeletedError,
+    ConsumerNotFoundError,
+    DisconnectedError,
     JetStreamError,
     MsgAlreadyAckedError,
     NatsError,
     NoHeartbeatError,
     NoRespondersError,
+    StreamNotFoundError,
 )
 from .message import JsMsg
 from .protocol.headers import (
@@ -130,7 +134,7 @@ class _PullBase:
             nc._forget_sub(self._sid)
             nc._send_unsub(self._sid, None)
 
-    def _pull(self, batch: int, max_bytes: int | None) -> None:
+    def _pull(self, batch: int, max_bytes: int | None, expires: float | None = None) -> None:
         o = self._opts
         req = PullRequest(batch=batch)
         if max_bytes is not None:
@@ -138,7 +142,7 @@ class _PullBase:
         if o.no_wait:
             req.no_wait = True
         else:
-            req.expires = o.expires
+            req.expires = o.expires if expires is None else expires
             if o.heartbeat:
                 req.idle_heartbeat = o.heartbeat
         if o.group is not None:
@@ -271,12 +275,30 @@ class _PullBase:
         self._unsubscribe()
 
 
+# What ends one round of a fetch besides its messages (the result of ``_Fetch._done``).
+_ENDED = 0  # a status ended the request, or the batch is complete
+_PULL_AGAIN = 1  # a reconnect: the request may be lost; pull again at once
+_NO_LEADER = 2  # 503: nobody served the pull (an election, a restart); pull again soon
+
+
 class _Fetch(_PullBase):
-    def __init__(self, consumer: Consumer, opts: PullOptions, via: JsMsg | None = None) -> None:
+    """One fetch: pulls until ``expires``. With ``recover`` (a durable consumer), a pull
+    that no server answered (503) is asked again with backoff, and one a reconnect may
+    have lost at once, within the same deadline; without it (the ordered consumer,
+    which makes its consumer again instead) those end the fetch with an error."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        opts: PullOptions,
+        via: JsMsg | None = None,
+        recover: bool = True,
+    ) -> None:
         super().__init__(consumer, opts)
-        self._done: asyncio.Future[None] = self._loop.create_future()
+        self._done: asyncio.Future[int] = self._loop.create_future()
         self._bytes = 0
         self._via = via
+        self._recover = recover
 
     def _took(self, n: int) -> None:
         if len(self._buf) >= self._opts.batch:
@@ -292,18 +314,18 @@ class _Fetch(_PullBase):
     def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
         if status == 100:
             return
+        low = desc.lower()
         if (
             status in (404, 408)
-            or (
-                status == 409
-                and ("exceeds maxbytes" in desc.lower() or "batch completed" in desc.lower())
-            )
-            or (status == 409 and "leadership change" in desc.lower())
+            or (status == 409 and ("exceeds maxbytes" in low or "batch completed" in low))
+            or (status == 409 and "leadership change" in low)
         ):
             self._end(None)
         elif status == 423:  # our pin id is stale: forget it; the next pull competes again
             self._consumer._pin_id = None
             self._end(None)
+        elif status == 503 and self._recover and not self._opts.no_wait:
+            self._again(_NO_LEADER)
         else:
             self._end(self._status_error(status, desc))
 
@@ -312,7 +334,23 @@ class _Fetch(_PullBase):
             if error is not None:
                 self._done.set_exception(error)
             else:
-                self._done.set_result(None)
+                self._done.set_result(_ENDED)
+
+    def _again(self, why: int) -> None:
+        if not self._done.done():
+            self._done.set_result(why)
+
+    def _on_reconnect(self) -> None:
+        if self._recover:
+            self._again(_PULL_AGAIN)
+        else:
+            c = self._consumer
+            self._end(
+                DisconnectedError(
+                    f"reconnected while pulling from consumer {c.name!r} of stream "
+                    f"{c.stream_name!r}: the request may be lost"
+                )
+            )
 
     def _expecting(self) -> bool:
         return not self._done.done()
@@ -320,37 +358,85 @@ class _Fetch(_PullBase):
     def _missed_heartbeat(self) -> None:
         self._end(self._missed_error())
 
+    def _send_pull(self, expires: float) -> None:
+        o = self._opts
+        if self._via is not None:
+            self._ack_next(self._via)
+            self._via = None
+            return
+        batch = o.batch - len(self._buf)
+        nbytes = None if o.max_bytes is None else o.max_bytes - self._bytes
+        self._pull(batch, nbytes, expires)
+
     async def run(self) -> list[JsMsg]:
         o = self._opts
+        nc = self._nc
+        loop = self._loop
         self._subscribe()
+        nc._reconnect_hooks.append(self._on_reconnect)
         try:
-            if self._via is None:
-                self._pull(o.batch, o.max_bytes)
-            else:
-                self._ack_next(self._via)
+            self._send_pull(o.expires)
             self._arm_heartbeat()
-            timeout = self._nc._opts.connect_timeout + (o.expires if not o.no_wait else 0)
-            try:
-                async with asyncio.timeout(timeout + 1.0):
-                    await asyncio.shield(self._done)
-            except TimeoutError:
-                pass  # the server never closed the request: return what came
-            except (NoHeartbeatError, NoRespondersError, JetStreamError):
-                if not self._buf or not isinstance(self._done.exception(), NoHeartbeatError):
-                    raise
+            end = loop.time() + nc._opts.connect_timeout + (o.expires if not o.no_wait else 0)
+            tries = 0
+            while True:
+                try:
+                    async with asyncio.timeout_at(end + 1.0):
+                        why = await asyncio.shield(self._done)
+                except TimeoutError:
+                    break  # the server never closed the request: return what came
+                except (NoHeartbeatError, NoRespondersError, JetStreamError, DisconnectedError):
+                    if not self._buf or not isinstance(self._done.exception(), NoHeartbeatError):
+                        raise
+                    break
+                if why == _ENDED:
+                    break
+                tries += 1
+                if why == _NO_LEADER:
+                    await self._wait_for_leader(tries, end)
+                left = end - nc._opts.connect_timeout - loop.time()
+                if left < 0.01 or self._closed:
+                    break
+                self._done = loop.create_future()
+                self._seen = True
+                self._send_pull(max(left, 0.01))
             return list(self._buf)
         finally:
+            if self._on_reconnect in nc._reconnect_hooks:
+                nc._reconnect_hooks.remove(self._on_reconnect)
             self._finish(None)
             if self._done.done() and not self._done.cancelled():
                 self._done.exception()  # retrieved
             else:
                 self._done.cancel()
 
+    async def _wait_for_leader(self, tries: int, end: float) -> None:
+        """After a 503: a consumer that does not exist ends the fetch with
+        ``ConsumerNotFoundError``; else wait a backoff before the next pull."""
+        c = self._consumer
+        left = end - self._loop.time()
+        if tries == 1 and left > 0.05:
+            try:
+                await c._js._api(
+                    f"CONSUMER.INFO.{c.stream_name}.{c.name}",
+                    None,
+                    ConsumerInfo,
+                    timeout=min(left, c._js.timeout),
+                )
+            except (ConsumerNotFoundError, StreamNotFoundError):
+                raise
+            except NatsError:
+                pass  # no leader yet, a timeout, a lost connection: try again
+        await asyncio.sleep(min(retry_delay(tries), max(end - self._loop.time(), 0)))
 
-async def fetch(consumer: Consumer, opts: PullOptions, via: JsMsg | None = None) -> list[JsMsg]:
+
+async def fetch(
+    consumer: Consumer, opts: PullOptions, via: JsMsg | None = None, recover: bool = True
+) -> list[JsMsg]:
     """One pull request: up to ``opts.batch`` messages (see ``Consumer.fetch``); with
-    ``via``, the request rides on that message's ``+NXT`` acknowledgement."""
-    return await _Fetch(consumer, opts, via).run()
+    ``via``, the request rides on that message's ``+NXT`` acknowledgement; ``recover``
+    as in ``_Fetch``."""
+    return await _Fetch(consumer, opts, via, recover).run()
 
 
 class MessageStream(_PullBase, MessageReader):

@@ -241,7 +241,7 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
         resp = await self._api(f"STREAM.DELETE.{name}", None, StreamDeleteResponse)
         return resp.success
 
-    async def stream(self, name: str) -> Stream:
+    async def stream(self, name: str, *, timeout: float | None = None) -> Stream:
         """The handle of an existing stream (its info is fetched once, as ``cached_info``).
 
         Raises:
@@ -250,7 +250,7 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
         from .stream import Stream
 
         validate_name("stream", name)
-        info = await self._api(f"STREAM.INFO.{name}", None, StreamInfoResponse)
+        info = await self._api(f"STREAM.INFO.{name}", None, StreamInfoResponse, timeout=timeout)
         return Stream(self, info)
 
     def streams(self, *, subject: str | None = None) -> AsyncIterator[StreamInfo]:

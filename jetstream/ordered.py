@@ -16,14 +16,13 @@ import datetime as _dt
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._pull import MessageStream, PullOptions
+from ._pull import MessageStream, PullOptions, _Fetch
 from ._push import PushStream
 from ._reader import MessageReader, report_to
+from ._retry import retry_delay
 from .api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy
 from .consumer import Consumer
 from .errors import (
-    ConsumerDeletedError,
-    ConsumerNotFoundError,
     NatsError,
     StreamNotFoundError,
 )
@@ -37,7 +36,11 @@ if TYPE_CHECKING:
 
 __all__ = ["OrderedConsumer", "OrderedStream"]
 
-_RESET_BACKOFF = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
+
+def _heartbeat(expires: float) -> float | None:
+    """The idle heartbeat of an ordered pull: 1 s (a lost consumer is noticed within
+    about 2 s), or none for a pull too short to carry one."""
+    return 1.0 if expires >= 2.0 else None
 
 
 class OrderedConsumer:
@@ -74,6 +77,8 @@ class OrderedConsumer:
         self.push = push
         self._heartbeat = heartbeat
         self._consumer: Consumer | None = None
+        # a consumer dropped by ``_lost``, deleted when the next one is made
+        self._stale: Consumer | None = None
         # The stream sequence of the last message handed out is read from its reply
         # subject only when asked for (``stream_seq``): _seq, or _last_reply if set.
         self._seq = 0
@@ -135,20 +140,57 @@ class OrderedConsumer:
                 cfg.opt_start_time = self._opt_start_time
         return cfg
 
-    async def _recreate(self, *, first: bool = False) -> Consumer:
-        """Drop the old consumer (best effort) and make one from the next sequence."""
-        old = self._consumer
-        self._consumer = None
+    # -- the one recovery path ----------------------------------------------------------
+    #
+    # Every read mode (fetch, next, messages, consume) takes the same path when the
+    # consumer under it can no longer be trusted: a sequence gap, missed heartbeats, a
+    # deleted or missing consumer (404/409/503), no responders, or a reconnect. ``_lost``
+    # drops the consumer; the next read makes a new one (``_ensure``) starting at the
+    # stream sequence after the last message handed out, retrying with backoff.
+
+    def _lost(self, exc: BaseException | None) -> None:
+        """Drop the current consumer (reporting ``exc``): the next read makes another."""
+        if exc is not None:
+            self._report(exc)
+        if self._consumer is not None:
+            self._stale = self._consumer
+            self._consumer = None
+
+    async def _ensure(self, deadline: float | None = None) -> Consumer | None:
+        """The consumer to read from, made again if it was lost; None if ``deadline``
+        (loop time) passed before a new one could be made."""
+        consumer = self._consumer
+        if consumer is not None:
+            return consumer
+        return await self._recreate(deadline=deadline)
+
+    async def _recreate(
+        self, *, first: bool = False, deadline: float | None = None
+    ) -> Consumer | None:
+        """Drop the old consumer (best effort) and make one from the next sequence.
+
+        Retries with backoff until it succeeds or ``deadline`` passes (then None).
+        ``StreamNotFoundError`` ends it: the stream is gone. With ``first`` (the
+        consumer's creation) any error is raised."""
+        old = self._consumer or self._stale
+        self._consumer = self._stale = None
         self._consumer_seq = 0
         self._tail_dots = 0
+        loop = self._js.client._loop
         attempt = 0
         while True:
+            wait = self._js.timeout
+            if deadline is not None:
+                wait = min(wait, deadline - loop.time())
+                if wait <= 0.01:
+                    self._stale = old
+                    return None
             try:
-                stream = await self._js.stream(self.stream_name)
+                stream = await self._js.stream(self.stream_name, timeout=wait)
                 if old is not None:
                     try:
                         await stream.delete_consumer(old.name)
-                    except (ConsumerNotFoundError, NatsError):
+                    except NatsError:
                         pass
                     old = None
                 self._consumer = await stream.create_consumer(self._config())
@@ -161,8 +203,11 @@ class OrderedConsumer:
                 if first:
                     raise
                 self._report(exc)
-                await asyncio.sleep(_RESET_BACKOFF[min(attempt, len(_RESET_BACKOFF) - 1)])
                 attempt += 1
+                pause = retry_delay(attempt)
+                if deadline is not None:
+                    pause = min(pause, max(deadline - loop.time(), 0.0))
+                await asyncio.sleep(pause)
 
     def _report(self, exc: BaseException) -> None:
         report_to(self._js.client, self._error_cb, exc)
@@ -170,7 +215,8 @@ class OrderedConsumer:
     async def delete(self) -> None:
         """Delete the server-side consumer now (best effort) instead of leaving it to
         expire after ``inactive_threshold``. Reading again makes a new one."""
-        old, self._consumer = self._consumer, None
+        old, self._consumer = self._consumer or self._stale, None
+        self._stale = None
         if old is None:
             return
         try:
@@ -217,9 +263,9 @@ class OrderedConsumer:
 
     async def info(self) -> ConsumerInfo:
         """Info of the current underlying consumer."""
-        if self._consumer is None:
-            self._consumer = await self._recreate()
-        return await self._consumer.info()
+        consumer = await self._ensure()
+        assert consumer is not None  # no deadline: made, or raised
+        return await consumer.info()
 
     def messages(
         self,
@@ -239,32 +285,49 @@ class OrderedConsumer:
             TimeoutError: none within ``timeout`` seconds.
             TypeError: a push-based ordered consumer (use ``messages()``).
         """
-        self._check_pull()
-        while True:
-            consumer = self._consumer or await self._recreate()
-            try:
-                msg = await consumer.next(timeout=timeout)
-            except (ConsumerDeletedError, NatsError) as exc:
-                if isinstance(exc, NatsTimeoutError):
-                    raise
-                self._report(exc)
-                await self._recreate()
-                continue
-            if self._accept(msg):
-                return msg
-            await self._recreate()
+        msgs = await self._pull(1, timeout)
+        if not msgs:
+            raise NatsTimeoutError(
+                f"no message from the ordered consumer of stream {self.stream_name!r} "
+                f"within {timeout}s"
+            )
+        return msgs[0]
 
     async def fetch(self, batch: int = 1, *, expires: float = 30.0) -> list[JsMsg]:
-        """Up to ``batch`` messages in order (fewer when the request ends first)."""
+        """Up to ``batch`` messages in order (fewer when the request ends first).
+
+        A restart, a reconnect or a lost consumer within the call is recovered from
+        (the consumer is made again) while ``expires`` lasts; what came before a gap is
+        returned.
+        """
+        return await self._pull(batch, expires)
+
+    async def _pull(self, batch: int, expires: float) -> list[JsMsg]:
+        """``fetch`` and ``next``: pull until something in order came or ``expires``."""
         self._check_pull()
-        consumer = self._consumer or await self._recreate()
-        out: list[JsMsg] = []
-        for msg in await consumer.fetch(batch, expires=expires):
-            if not self._accept(msg):
-                await self._recreate()
-                break
-            out.append(msg)
-        return out
+        if batch < 1:
+            raise ValueError("batch must be at least 1")
+        loop = self._js.client._loop
+        deadline = loop.time() + expires
+        while True:
+            consumer = await self._ensure(deadline)
+            left = deadline - loop.time()
+            if consumer is None or left < 0.01:
+                return []
+            opts = PullOptions(batch=batch, expires=left, heartbeat=_heartbeat(left))
+            try:
+                msgs = await _Fetch(consumer, opts, recover=False).run()
+            except NatsError as exc:
+                self._lost(exc)
+                continue
+            out: list[JsMsg] = []
+            for msg in msgs:
+                if not self._accept(msg):
+                    self._lost(None)
+                    break
+                out.append(msg)
+            if out or loop.time() >= deadline - 0.01:
+                return out
 
     async def consume(self, handler: Callable[[JsMsg], Awaitable[None] | None], **kw: Any) -> Any:
         """Run ``handler`` for every message in order, in one task (see ``messages``)."""
@@ -300,13 +363,15 @@ class OrderedStream(MessageReader):
 
     def _on_error(self, exc: BaseException) -> None:
         # A missed heartbeat, a pull nobody answers: start over from the next sequence.
-        self._oc._report(exc)
-        self._break()
+        self._break(exc)
 
     def _on_reconnect(self) -> None:
-        self._break()
+        self._break(None)
 
-    def _break(self) -> None:
+    def _break(self, exc: BaseException | None) -> None:
+        """The consumer's one recovery path (``OrderedConsumer._lost``), then a new
+        inner stream on the consumer made again."""
+        self._oc._lost(exc)
         self._broken = True
         if self._inner is not None:
             self._inner.stop()
@@ -326,7 +391,7 @@ class OrderedStream(MessageReader):
             if msg is not None:
                 if self._oc._accept(msg):
                     return msg
-                self._broken = True
+                self._break(None)
         return None
 
     async def __anext__(self) -> JsMsg:
@@ -347,22 +412,21 @@ class OrderedStream(MessageReader):
             except StopAsyncIteration:
                 if self._closed:
                     raise
-                self._broken = True
+                self._break(None)
                 continue
-            except ConsumerDeletedError as exc:
-                self._oc._report(exc)
-                self._broken = True
+            except NatsError as exc:  # a deleted consumer, a refused pull
+                self._break(exc)
                 continue
             if self._oc._accept(msg):
                 return msg
-            self._broken = True
+            self._break(None)
 
     async def _reset(self) -> None:
         if self._inner is not None:
             self._inner.stop()
             self._inner = None
         self._broken = False
-        await self._oc._recreate()
+        await self._oc._ensure()
 
     def stop(self) -> None:
         """Stop: unsubscribe; the iteration ends."""
