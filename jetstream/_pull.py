@@ -283,8 +283,9 @@ _NO_LEADER = 2  # 503: nobody served the pull (an election, a restart); pull aga
 
 class _Fetch(_PullBase):
     """One fetch: pulls until ``expires``. With ``recover`` (a durable consumer), a pull
-    that no server answered (503) is asked again with backoff, and one a reconnect may
-    have lost at once, within the same deadline; without it (the ordered consumer,
+    that no server answered (503) is asked again with backoff, and one that a reconnect
+    or missed heartbeats say is lost at once, within the same deadline (the missed
+    heartbeats go to the client's error callback); without it (the ordered consumer,
     which makes its consumer again instead) those end the fetch with an error."""
 
     def __init__(
@@ -356,7 +357,13 @@ class _Fetch(_PullBase):
         return not self._done.done()
 
     def _missed_heartbeat(self) -> None:
-        self._end(self._missed_error())
+        # The request is lost (its server died, its consumer moved): pull again, and
+        # tell the client's error callback; without ``recover`` the caller decides.
+        if self._recover and not self._opts.no_wait:
+            self._nc._report_error(self._missed_error())
+            self._again(_PULL_AGAIN)
+        else:
+            self._end(self._missed_error())
 
     def _send_pull(self, expires: float) -> None:
         o = self._opts

@@ -42,7 +42,9 @@ class StreamConsumers:
     name: str
     cached_info: StreamInfo
 
-    async def _upsert(self, config: ConsumerConfig, action: ConsumerAction) -> Consumer:
+    async def _upsert(
+        self, config: ConsumerConfig, action: ConsumerAction, timeout: float | None = None
+    ) -> Consumer:
         from .consumer import Consumer
         from .js import validate_name
 
@@ -59,6 +61,7 @@ class StreamConsumers:
             req,
             ConsumerInfo,
             headers=self._js._level_headers(cfg),
+            timeout=timeout,
         )
         return Consumer(self._js, info)
 
@@ -162,4 +165,4 @@ class StreamConsumers:
         recreated from the next expected sequence whenever it breaks (see ``ordered.py``)."""
         from .ordered import OrderedConsumer
 
-        return await OrderedConsumer.create(self._js, self.name, **options)
+        return await OrderedConsumer.create(self._js, self.name, handle=self, **options)

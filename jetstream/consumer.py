@@ -83,14 +83,16 @@ class Consumer:
 
         Returns when the batch is complete, or when the request ends (``expires``
         seconds, default 30, or a status from the server) with what came so far,
-        maybe nothing. For requests of 10 s or more the server sends a heartbeat
-        every 5 s, and two missed ones end the fetch with ``NoHeartbeatError``
-        (when nothing came). ``group`` and the ``min_*``/``priority`` options are for
-        consumers with priority groups.
+        maybe nothing. Within ``expires`` the pull is asked again when no server
+        answered it (a 503 while the consumer elects a leader; with backoff), after a
+        reconnect, and after two missed heartbeats (for requests of 10 s or more the
+        server sends one every 5 s; the miss goes to the client's error callback).
+        ``group`` and the ``min_*``/``priority`` options are for consumers with
+        priority groups.
 
         Raises:
             ConsumerDeletedError: the consumer was deleted meanwhile.
-            NoHeartbeatError: the server went silent and nothing was received.
+            ConsumerNotFoundError: there is no such consumer.
         """
         opts = PullOptions(
             batch=batch,

@@ -11,6 +11,7 @@ gone, the iterator ends with ``StreamNotFoundError``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as _dt
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,7 +21,7 @@ from ._pull import MessageStream, PullOptions, _Fetch
 from ._push import PushStream
 from ._reader import MessageReader, report_to
 from ._retry import retry_delay
-from .api import AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy
+from .api import AckPolicy, ConsumerAction, ConsumerConfig, DeliverPolicy, ReplayPolicy
 from .consumer import Consumer
 from .errors import (
     NatsError,
@@ -30,11 +31,15 @@ from .errors import TimeoutError as NatsTimeoutError
 from .message import parse_ack_subject
 
 if TYPE_CHECKING:
+    from ._stream_consumers import StreamConsumers
     from .api import ConsumerInfo
     from .js import JetStream
     from .message import JsMsg
 
 __all__ = ["OrderedConsumer", "OrderedStream"]
+
+# The longest one attempt to make the consumer again waits for the server's answer.
+_ATTEMPT_WAIT = 2.0
 
 
 def _heartbeat(expires: float) -> float | None:
@@ -79,6 +84,8 @@ class OrderedConsumer:
         self._consumer: Consumer | None = None
         # a consumer dropped by ``_lost``, deleted when the next one is made
         self._stale: Consumer | None = None
+        # the stream's handle, to make consumers on (fetched once when not given)
+        self._handle: StreamConsumers | None = None
         # The stream sequence of the last message handed out is read from its reply
         # subject only when asked for (``stream_seq``): _seq, or _last_reply if set.
         self._seq = 0
@@ -102,8 +109,12 @@ class OrderedConsumer:
         return self._seq
 
     @classmethod
-    async def create(cls, js: JetStream, stream: str, **options: Any) -> OrderedConsumer:
+    async def create(
+        cls, js: JetStream, stream: str, *, handle: StreamConsumers | None = None, **options: Any
+    ) -> OrderedConsumer:
+        """Make the first consumer (``handle``: the stream's, when the caller has it)."""
         oc = cls(js, stream, **options)
+        oc._handle = handle
         await oc._recreate(first=True)
         return oc
 
@@ -167,36 +178,32 @@ class OrderedConsumer:
     async def _recreate(
         self, *, first: bool = False, deadline: float | None = None
     ) -> Consumer | None:
-        """Drop the old consumer (best effort) and make one from the next sequence.
+        """Make a consumer from the next sequence, and drop the old one.
 
-        Retries with backoff until it succeeds or ``deadline`` passes (then None).
+        Retries with backoff until it succeeds or ``deadline`` passes (then None). Each
+        attempt waits at most ``_ATTEMPT_WAIT`` for the server: during an election a
+        request may go unanswered, and the next one finds the new leader.
         ``StreamNotFoundError`` ends it: the stream is gone. With ``first`` (the
         consumer's creation) any error is raised."""
         old = self._consumer or self._stale
         self._consumer = self._stale = None
         self._consumer_seq = 0
         self._tail_dots = 0
-        loop = self._js.client._loop
+        js = self._js
+        loop = js.client._loop
         attempt = 0
         while True:
-            wait = self._js.timeout
+            wait = js.timeout if first else min(js.timeout, _ATTEMPT_WAIT)
             if deadline is not None:
                 wait = min(wait, deadline - loop.time())
                 if wait <= 0.01:
                     self._stale = old
                     return None
             try:
-                stream = await self._js.stream(self.stream_name, timeout=wait)
-                if old is not None:
-                    try:
-                        await stream.delete_consumer(old.name)
-                    except NatsError:
-                        pass
-                    old = None
-                self._consumer = await stream.create_consumer(self._config())
-                if not first:
-                    self.resets += 1
-                return self._consumer
+                handle = self._handle
+                if handle is None:
+                    handle = self._handle = await js.stream(self.stream_name, timeout=wait)
+                consumer = await handle._upsert(self._config(), ConsumerAction.CREATE, wait)
             except StreamNotFoundError:
                 raise
             except (NatsError, OSError) as exc:
@@ -208,6 +215,23 @@ class OrderedConsumer:
                 if deadline is not None:
                     pause = min(pause, max(deadline - loop.time(), 0.0))
                 await asyncio.sleep(pause)
+                continue
+            self._consumer = consumer
+            if not first:
+                self.resets += 1
+            if old is not None:
+                self._drop(old)
+            return consumer
+
+    def _drop(self, old: Consumer) -> None:
+        """Ask the server to delete a consumer that was left, without waiting for the
+        answer (it may be gone already; if it is not, it expires by itself after
+        ``inactive_threshold``)."""
+        nc = self._js.client
+        if nc.is_connected:
+            subject = self._js.api_subject(f"CONSUMER.DELETE.{self.stream_name}.{old.name}")
+            with contextlib.suppress(NatsError):
+                nc._publish_to_reply(subject, b"", nc.new_inbox().encode(), None)
 
     def _report(self, exc: BaseException) -> None:
         report_to(self._js.client, self._error_cb, exc)
