@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
+from ._leaders import consumer_key
 from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs
 from ._retry import retry_delay
 from .api import ConsumerInfo, PullRequest, encode
@@ -341,6 +342,10 @@ class _Fetch(_PullBase):
         if not self._done.done():
             self._done.set_result(why)
 
+    def _on_leader(self) -> None:
+        # A new consumer leader: a request parked on the old one may be lost.
+        self._again(_PULL_AGAIN)
+
     def _on_reconnect(self) -> None:
         if self._recover:
             self._again(_PULL_AGAIN)
@@ -381,6 +386,10 @@ class _Fetch(_PullBase):
         loop = self._loop
         self._subscribe()
         nc._reconnect_hooks.append(self._on_reconnect)
+        leaders = self._consumer._js._leaders
+        key = consumer_key(self._consumer.stream_name, self._consumer.name)
+        if self._recover:
+            leaders.add(key, self._on_leader)
         try:
             self._send_pull(o.expires)
             self._arm_heartbeat()
@@ -411,6 +420,7 @@ class _Fetch(_PullBase):
         finally:
             if self._on_reconnect in nc._reconnect_hooks:
                 nc._reconnect_hooks.remove(self._on_reconnect)
+            leaders.remove(key, self._on_leader)
             self._finish(None)
             if self._done.done() and not self._done.cancelled():
                 self._done.exception()  # retrieved
@@ -484,6 +494,8 @@ class MessageStream(_PullBase, MessageReader):
         self._subscribe()
         self._nc._loss_hooks.append(self._on_loss)
         self._nc._reconnect_hooks.append(self._on_reconnect)
+        c = self._consumer
+        c._js._leaders.add(consumer_key(c.stream_name, c.name), self._on_leader)
         self._refill()
         self._arm_heartbeat()
 
@@ -656,8 +668,18 @@ class MessageStream(_PullBase, MessageReader):
             self._seen = True
             self._reset()
 
+    def _on_leader(self) -> None:
+        # A new consumer leader: requests parked on the old one may be lost (it died,
+        # or froze): pull again now rather than after missed heartbeats.
+        if not self._closed:
+            self._cancel_retry()
+            self._seen = True
+            self._reset()
+
     def _finish(self, error: BaseException | None) -> None:
         self._cancel_retry()
+        c = self._consumer
+        c._js._leaders.remove(consumer_key(c.stream_name, c.name), self._on_leader)
         for sid in list(self._retired):
             self._drop_retired(sid)
         nc = self._nc

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._api_base import ApiResponse
+from ._leaders import LeaderWatch
 from ._pubasync import AsyncPublisher
 from ._retry import RETRY_BASE, attempt_timeout, retry_delay
 from .advisories import DeadLetters
@@ -116,6 +117,7 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
         self._prefix = prefix + "."
         self.timeout = timeout
         self._publisher = AsyncPublisher(nc, publish_async_max_pending, timeout)
+        self._leaders = LeaderWatch(nc)
 
     @property
     def client(self) -> Client:

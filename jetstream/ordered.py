@@ -17,16 +17,14 @@ import datetime as _dt
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._leaders import stream_key
 from ._pull import MessageStream, PullOptions, _Fetch
 from ._push import PushStream
 from ._reader import MessageReader, report_to
 from ._retry import retry_delay
 from .api import AckPolicy, ConsumerAction, ConsumerConfig, DeliverPolicy, ReplayPolicy
 from .consumer import Consumer
-from .errors import (
-    NatsError,
-    StreamNotFoundError,
-)
+from .errors import JetStreamError, NatsError, StreamNotFoundError
 from .errors import TimeoutError as NatsTimeoutError
 from .message import parse_ack_subject
 
@@ -39,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["OrderedConsumer", "OrderedStream"]
 
 # The longest one attempt to make the consumer again waits for the server's answer.
-_ATTEMPT_WAIT = 2.0
+_ATTEMPT_WAIT = 1.0
 
 
 def _heartbeat(expires: float) -> float | None:
@@ -236,6 +234,12 @@ class OrderedConsumer:
     def _report(self, exc: BaseException) -> None:
         report_to(self._js.client, self._error_cb, exc)
 
+    def _moved(self) -> JetStreamError:
+        return JetStreamError(
+            f"stream {self.stream_name!r} elected a new leader: the ordered consumer's "
+            "one-replica consumer may be gone with the old one"
+        )
+
     async def delete(self) -> None:
         """Delete the server-side consumer now (best effort) instead of leaving it to
         expire after ``inactive_threshold``. Reading again makes a new one."""
@@ -339,11 +343,20 @@ class OrderedConsumer:
             if consumer is None or left < 0.01:
                 return []
             opts = PullOptions(batch=batch, expires=left, heartbeat=_heartbeat(left))
+            pull = _Fetch(consumer, opts, recover=False)
+
+            def moved(pull: _Fetch = pull) -> None:
+                pull._end(self._moved())
+
+            key = stream_key(self.stream_name)
+            self._js._leaders.add(key, moved)
             try:
-                msgs = await _Fetch(consumer, opts, recover=False).run()
+                msgs = await pull.run()
             except NatsError as exc:
                 self._lost(exc)
                 continue
+            finally:
+                self._js._leaders.remove(key, moved)
             out: list[JsMsg] = []
             for msg in msgs:
                 if not self._accept(msg):
@@ -405,6 +418,10 @@ class OrderedStream(MessageReader):
         nc = self._oc._js.client
         if self._on_reconnect not in nc._reconnect_hooks:
             nc._reconnect_hooks.append(self._on_reconnect)
+            self._oc._js._leaders.add(stream_key(self._oc.stream_name), self._on_leader)
+
+    def _on_leader(self) -> None:
+        self._break(self._oc._moved())
 
     def _take(self) -> JsMsg | None:
         """The next message if it is buffered and in order, else None (then
@@ -458,6 +475,7 @@ class OrderedStream(MessageReader):
         nc = self._oc._js.client
         if self._on_reconnect in nc._reconnect_hooks:
             nc._reconnect_hooks.remove(self._on_reconnect)
+            self._oc._js._leaders.remove(stream_key(self._oc.stream_name), self._on_leader)
         if self._inner is not None:
             self._inner.stop()
 
