@@ -41,8 +41,12 @@ async def _run(args: argparse.Namespace, out: Output) -> int:
         return status
 
 
-def run_server(*, port: int = 0, store_dir: str | None = None, jetstream: bool = True) -> int:
+def run_server(
+    *, port: int | None = None, store_dir: str | None = None, jetstream: bool = True
+) -> int:
     """Run one nats-server in the foreground until Ctrl-C or SIGTERM; the exit status.
+
+    ``port`` None: the default port (4222), or a free one when that is taken; 0: a free one.
 
     (``jetstream.embedded`` is imported only for the commands that start a server.)
     """

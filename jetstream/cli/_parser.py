@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _bench, _core, _kv, _obj, _streams
-from ._session import DEFAULT_URL, ENV
+from ._session import DEFAULT_PORT, DEFAULT_URL, ENV
 from ._util import parse_duration, parse_header, parse_size
 
 __all__ = ["build_parser"]
@@ -464,9 +464,18 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     server = commands.add_parser("server", help="run a local nats-server until Ctrl-C")
-    server.add_argument("--port", type=int, default=0, help="client port (default: a free one)")
     server.add_argument(
-        "--store-dir", default=None, help="JetStream store directory (default: a temporary one)"
+        "--port",
+        type=int,
+        default=None,
+        help=f"client port (default {DEFAULT_PORT}, where the other commands look; "
+        "a free one if it is taken; 0: a free one)",
+    )
+    server.add_argument(
+        "--store-dir",
+        default=None,
+        help="JetStream store directory (default: a temporary one, removed on exit); "
+        "give one to keep streams across runs",
     )
     server.add_argument(
         "--no-jetstream", dest="jetstream", action="store_false", help="run without JetStream"

@@ -4,6 +4,7 @@ their ``NATS_*`` environment variables), with every wait bounded by ``--timeout`
 from __future__ import annotations
 
 import argparse
+import os
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,7 +20,15 @@ if TYPE_CHECKING:
     from ..client import Client
     from ..js import JetStream
 
-__all__ = ["DEFAULT_URL", "ENV", "Session", "connect_options", "open_session", "secrets_of"]
+__all__ = [
+    "DEFAULT_PORT",
+    "DEFAULT_URL",
+    "ENV",
+    "Session",
+    "connect_options",
+    "open_session",
+    "secrets_of",
+]
 
 #: option destination -> environment variable read for its default (as the nats CLI does)
 ENV = {
@@ -33,7 +42,11 @@ ENV = {
     "tls_cert": "NATS_CERT",
     "tls_key": "NATS_KEY",
 }
-DEFAULT_URL = "nats://127.0.0.1:4222"
+#: the port ``jetstream server`` listens on and the other commands connect to when no
+#: server is given: nats-server's 4222, unless ``JETSTREAM_DEFAULT_PORT`` says otherwise
+#: (the tests set it, so that they never depend on 4222 being free)
+DEFAULT_PORT = int(os.environ.get("JETSTREAM_DEFAULT_PORT") or 4222)
+DEFAULT_URL = f"nats://127.0.0.1:{DEFAULT_PORT}"
 
 
 def secrets_of(args: argparse.Namespace) -> list[str]:
