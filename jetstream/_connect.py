@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._servers import ServerPool
-from .auth import Credentials, load_creds_file
+from .auth import Credentials, Secret, Signer, load_creds_file
 from .errors import AuthorizationError
 from .protocol.ops import Info
 from .subscription import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
@@ -82,12 +82,15 @@ def connect(
     servers: str | Sequence[str] = "nats://127.0.0.1:4222",
     *,
     name: str | None = None,
-    user: str | None = None,
-    password: str | None = None,
-    token: str | None = None,
+    user: Secret | None = None,
+    password: Secret | None = None,
+    token: Secret | None = None,
     nkeys_seed: str | bytes | None = None,
     nkeys_seed_file: str | None = None,
     creds: str | None = None,
+    jwt: Secret | None = None,
+    nkey: Secret | None = None,
+    signature_cb: Signer | None = None,
     tls: ssl.SSLContext | None = None,
     tls_hostname: str | None = None,
     tls_handshake_first: bool = False,
@@ -118,6 +121,11 @@ def connect(
 ) -> _Connect:
     """Connect to NATS. ``await connect(...)`` or ``async with connect(...) as nc``.
 
+    ``user``, ``password``, ``token``, ``jwt`` and ``nkey`` may be callables (plain or
+    async) returning the string, asked at every connect and reconnect (for secrets
+    that rotate). One that raises or returns anything but a non-empty string ends the
+    connect with ``AuthorizationError`` naming the option.
+
     Args:
         servers: one URL or several (``nats://``, ``tls://``, ``host:port``, IPv6 in
             brackets); tried in random order unless ``dont_randomize``. Credentials in
@@ -128,6 +136,12 @@ def connect(
         nkeys_seed: an nkey user seed (needs the ``nkeys`` extra).
         nkeys_seed_file: a file holding an nkey user seed.
         creds: a ``.creds`` file with a user JWT and its seed.
+        jwt: a user JWT, with ``nkeys_seed`` (the two strings of a creds file) or
+            with ``signature_cb``.
+        nkey: the public nkey (``U...``) that ``signature_cb`` signs for (no JWT).
+        signature_cb: signs the server's nonce (bytes in; the raw signature as bytes,
+            or base64url as str, out), instead of a seed held by the client: with
+            ``jwt`` or ``nkey``.
         tls: an ``SSLContext``; also implied by ``tls://`` or a server requiring TLS.
             Certificates and hostnames are verified by default.
         tls_handshake_first: do TLS before the server's INFO (servers set to handshake_first).
@@ -153,7 +167,14 @@ def connect(
     urls = [u for part in urls for u in part.split(",") if u.strip()]
     pool = ServerPool(urls, randomize=not dont_randomize)
     seed: bytes | None = None
-    jwt: str | None = None
+    if signature_cb is not None and jwt is None and nkey is None:
+        raise ValueError("signature_cb needs jwt (a user JWT) or nkey (its public key)")
+    if nkey is not None and signature_cb is None:
+        raise ValueError("nkey (a public key) needs signature_cb to sign with")
+    if jwt is not None and signature_cb is None and nkeys_seed is None:
+        raise ValueError("jwt needs nkeys_seed or signature_cb to sign the nonce")
+    if creds is not None and (jwt is not None or signature_cb is not None):
+        raise ValueError("give creds, or jwt with nkeys_seed / signature_cb, not both")
     if creds is not None:
         jwt, seed = load_creds_file(creds)
     elif nkeys_seed_file is not None:
@@ -164,7 +185,15 @@ def connect(
             raise AuthorizationError(f"cannot read nkey seed file: {exc.strerror}") from None
     elif nkeys_seed is not None:
         seed = nkeys_seed.encode() if isinstance(nkeys_seed, str) else nkeys_seed
-    credentials = Credentials(user=user, password=password, token=token, nkey_seed=seed, jwt=jwt)
+    credentials = Credentials(
+        user=user,
+        password=password,
+        token=token,
+        nkey_seed=seed,
+        jwt=jwt,
+        nkey=nkey,
+        signer=signature_cb,
+    )
     options = _Options(
         name=name,
         credentials=credentials,

@@ -12,13 +12,13 @@ for every socket.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ssl
 from collections import deque
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from . import __version__
-from .auth import Credentials
 from .errors import (
     AuthorizationError,
     NatsError,
@@ -298,12 +298,8 @@ async def open_connection(
                 conn.layered(tr)
             creds = opts.credentials
             if server.user is not None or server.token is not None:
-                creds = Credentials(
-                    user=server.user,
-                    password=server.password,
-                    token=server.token,
-                    nkey_seed=creds.nkey_seed,
-                    jwt=creds.jwt,
+                creds = dataclasses.replace(
+                    creds, user=server.user, password=server.password, token=server.token
                 )
             fields: dict[str, Any] = {
                 "verbose": False,
@@ -318,7 +314,7 @@ async def open_connection(
             }
             if opts.name:
                 fields["name"] = opts.name
-            fields.update(creds.connect_fields(info.nonce))
+            fields.update(await creds.connect_fields(info.nonce))
             conn.write(encode_connect(fields) + PING)
             try:
                 await conn.handshake

@@ -457,6 +457,53 @@ def _case(kind: str, tmp_path: Path) -> Case:
             {"nkeys_seed": other.decode()},
             [seed, other],
         )
+    if kind == "userpass-callables":
+        pw, wrong = _secret("pw"), _secret("wrong")
+        return Case(
+            {"user": "bob", "password": pw},
+            {"user": lambda: "bob", "password": lambda: pw},
+            {"user": lambda: "bob", "password": lambda: wrong},
+            [pw, wrong],
+        )
+    if kind == "token-async":
+        tok, wrong = _secret("tok"), _secret("wrong")
+
+        def async_of(value: str) -> Any:
+            async def provide() -> str:
+                await asyncio.sleep(0)
+                return value
+
+            return provide
+
+        return Case(
+            {"token": tok}, {"token": async_of(tok)}, {"token": async_of(wrong)}, [tok, wrong]
+        )
+    if kind == "nkey-signer":  # the seed stays with the signer (a vault, an HSM)
+        seed, other = _user_seed(), _user_seed()
+        return Case(
+            {"nkeys": [nkey_public_key(seed)]},
+            {"nkey": nkey_public_key(seed), "signature_cb": _signer(seed)},
+            {"nkey": nkey_public_key(seed), "signature_cb": _signer(other)},
+            [seed, other],
+        )
+    if kind in ("jwt-signer", "jwt-seed-strings"):
+        op = operator_setup()
+        stranger, user = new_account(), new_user()
+        bad_jwt = user_jwt(stranger, user)
+        secrets_ = [op.user_jwt, op.user.seed, bad_jwt, user.seed, op.account.seed]
+        if kind == "jwt-signer":
+            return Case(
+                {"auth_config": op.server_config()},
+                {"jwt": lambda: op.user_jwt, "signature_cb": _signer(op.user.seed)},
+                {"jwt": lambda: bad_jwt, "signature_cb": _signer(user.seed)},
+                secrets_,
+            )
+        return Case(
+            {"auth_config": op.server_config()},
+            {"jwt": op.user_jwt, "nkeys_seed": op.user.seed.decode()},
+            {"jwt": bad_jwt, "nkeys_seed": user.seed.decode()},
+            secrets_,
+        )
     assert kind == "creds"
     op = operator_setup()
     good = write_creds(tmp_path / "good.creds", op.user_jwt, op.user.seed)
@@ -471,7 +518,28 @@ def _case(kind: str, tmp_path: Path) -> Case:
     )
 
 
-KINDS = ["userpass", "token", "nkey", "creds"]
+def _signer(seed: bytes) -> Any:
+    """A nonce signer holding the seed itself, as a vault or an HSM would (async)."""
+    import nkeys
+
+    async def sign(nonce: bytes) -> bytes:
+        kp = nkeys.from_seed(bytearray(seed))
+        return bytes(kp.sign(nonce))
+
+    return sign
+
+
+KINDS = [
+    "userpass",
+    "token",
+    "nkey",
+    "creds",
+    "userpass-callables",
+    "token-async",
+    "nkey-signer",
+    "jwt-signer",
+    "jwt-seed-strings",
+]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -564,3 +632,89 @@ async def test_reconnect_after_restart_with_same_credentials(kind: str, tmp_path
             await round_trip(nc)
             assert nc.stats.reconnects == 1
         assert not [e for e in errors if isinstance(e, AuthorizationError)]
+
+
+# --------------------------------------------------------------------------- callables
+
+
+@pytest.mark.asyncio
+async def test_a_token_callable_is_asked_at_every_reconnect() -> None:
+    """A rotating secret: the server comes back with a new token, and the callable,
+    asked again for the reconnect, gives it."""
+    old, new = _secret("old"), _secret("new")
+    current = {"token": old}
+    asked = 0
+
+    def token() -> str:
+        nonlocal asked
+        asked += 1
+        return current["token"]
+
+    with NatsServer(jetstream=False, token=old) as server:
+        reconnected = asyncio.Event()
+        async with jetstream.connect(
+            server.url, token=token, reconnect_time_wait=0.1, reconnected_cb=reconnected.set
+        ) as nc:
+            await round_trip(nc)
+            assert asked == 1
+            server.token = new
+            current["token"] = new
+            await asyncio.to_thread(server.restart)
+            async with asyncio.timeout(10):
+                await reconnected.wait()
+            await round_trip(nc)
+            assert asked >= 2
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        pytest.param(
+            "token", lambda: 1 / 0, "the token callable raised ZeroDivisionError", id="raises"
+        ),
+        pytest.param("token", lambda: None, "the token callable returned NoneType", id="none"),
+        pytest.param(
+            "password", lambda: b"bytes", "the password callable returned bytes", id="bytes"
+        ),
+        pytest.param("jwt", lambda: "", "the jwt callable returned str", id="empty"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_a_bad_callable_ends_the_connect_naming_the_option(
+    token_server: NatsServer, option: str, value: Any, says: str
+) -> None:
+    kw: dict[str, Any] = {option: value}
+    if option == "password":
+        kw["user"] = "bob"
+    if option == "jwt":
+        kw["signature_cb"] = _signer(_user_seed())
+    t0 = time.monotonic()
+    with pytest.raises(AuthorizationError) as info:
+        await jetstream.connect(token_server.url, **kw)
+    assert says in str(info.value)
+    assert time.monotonic() - t0 < FAST  # not retried
+    assert info.value.__cause__ is None and info.value.__context__ is None  # left out
+
+
+@pytest.mark.asyncio
+async def test_a_signer_that_raises_ends_the_connect(
+    nkey_server: NatsServer, nkey_seed: bytes
+) -> None:
+    def broken(nonce: bytes) -> bytes:
+        raise RuntimeError(nkey_seed.decode())  # its text must not show
+
+    with pytest.raises(AuthorizationError) as info:
+        await jetstream.connect(
+            nkey_server.url, nkey=nkey_public_key(nkey_seed), signature_cb=broken
+        )
+    assert "signature_cb callable raised RuntimeError" in str(info.value)
+    assert_no_secret(_exception_texts(info.value), [nkey_seed])
+
+
+def test_signer_options_that_do_not_go_together() -> None:
+    with pytest.raises(ValueError, match="signature_cb needs jwt"):
+        jetstream.connect("nats://127.0.0.1:1", signature_cb=lambda n: b"x")
+    with pytest.raises(ValueError, match="needs signature_cb"):
+        jetstream.connect("nats://127.0.0.1:1", nkey="UABC")
+    with pytest.raises(ValueError, match="jwt needs nkeys_seed or signature_cb"):
+        jetstream.connect("nats://127.0.0.1:1", jwt="eyJ")
