@@ -193,8 +193,11 @@ class AsyncPublisher:
         # Deadlines come from the sweep's clock (updated every sweep): a timeout is
         # honoured within one sweep interval, and no clock is read per message.
         deadline = self._now + timeout
-        first = self._now + attempt_timeout(timeout) if keyed else deadline
-        self._pending[str(seq)] = (fut, first, subject, None, data, hdr, deadline, keyed)
+        if keyed:
+            first = self._now + attempt_timeout(timeout)
+            self._pending[str(seq)] = (fut, first, subject, None, data, hdr, deadline, True)
+        else:
+            self._pending[str(seq)] = (fut, deadline, subject, None, data, hdr, deadline, False)
 
     async def publish(
         self,
@@ -257,9 +260,12 @@ class AsyncPublisher:
 
     def _settle(self, token: str, entry: _Entry, op: MsgOp) -> None:
         """Resolve ``entry`` (just taken from the window) with the reply ``op``."""
-        target, _, subject, row = entry[:4]
+        target = entry[0]
+        subject = entry[2]
+        row = entry[3]
         if row is None and target.done():
-            self._tries.pop(token, None)
+            if self._tries:
+                self._tries.pop(token, None)
             return
         try:
             if op.status == 503:
