@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo spark-demo test lint types unit bench soak faults-report clean
+.PHONY: demo spark-demo test lint types unit bench soak faults faults-report clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,7 +53,12 @@ bench: $(STAMP)
 soak: $(STAMP)
 	$(BIN)/python -m tests.faults.soak --seconds 600
 
-# The fault-suite timing figures against their bars (reported, never asserted).
+# The fault tests alone (part of `make test` too), the recovery matrix among them.
+faults: $(STAMP)
+	$(BIN)/python -m pytest -q tests/faults
+
+# The fault-suite timing figures against their bars (reported, never asserted), then the
+# recovery matrix: each cell's recovery time against the 2 s target.
 faults-report: $(STAMP)
 	$(BIN)/python -m tests.faults.report
 

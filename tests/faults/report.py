@@ -17,7 +17,11 @@ Scenarios measured:
      raft groups having live leaders again and the first such publish being acked (there is
      nothing to consume before both); acked publishes consumed; redeliveries.
 
-Run: ``.venv/bin/python -m tests.faults.report [--count N]``.
+Then the recovery matrix of issue 19 (``tests/faults/matrix.py``): every consumption mode
+against every disruption, each cell's recovery time (seconds from "the server answers
+again" to the mode's next message) against the 2 s target, and what failed in a cell.
+
+Run: ``.venv/bin/python -m tests.faults.report [--count N] [--matrix-only | --no-matrix]``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import time
 import jetstream
 from jetstream import ConsumerConfig, NoHeartbeatError, StreamConfig
 from jetstream.embedded import NatsCluster, NatsServer
+from tests.faults.matrix import DISRUPTIONS, MODES, TARGET, Matrix, run_matrix
 from tests.faults.proxy import FaultProxy
 from tests.faults.test_cluster_consume import (
     Flow,
@@ -196,15 +201,86 @@ async def main_async(count: int) -> list[Row]:
     return rows
 
 
+def run_matrices() -> dict[str, Matrix | BaseException]:
+    """One run per disruption (each on its own servers and event loop)."""
+    runs: dict[str, Matrix | BaseException] = {}
+    for disruption in DISRUPTIONS:
+        try:
+            runs[disruption] = asyncio.run(run_matrix(disruption))
+        except Exception as exc:  # a run that could not finish: reported, not raised
+            runs[disruption] = exc
+    return runs
+
+
+def matrix_lines(runs: dict[str, Matrix | BaseException]) -> list[str]:
+    """The matrix as text: a row per mode, a column per disruption, each cell its recovery
+    time in seconds and "ok" when within the target with nothing wrong, "SLOW" past the
+    target, "FAIL" when the cell's checks failed (listed below the table)."""
+    col = max(14, *(len(d) for d in runs))
+    width = max(len(m) for m in MODES)
+    lines = [
+        f"recovery matrix: seconds from 'server answers again' to the next message"
+        f" (target {TARGET:g} s)",
+        f"{'mode':{width}}  " + "  ".join(f"{d:>{col}}" for d in runs),
+    ]
+    notes: list[str] = []
+    within = total = 0
+    for mode in MODES:
+        cells = []
+        for disruption, run in runs.items():
+            total += 1
+            if isinstance(run, BaseException):
+                cells.append(f"{'run failed':>{col}}")
+                continue
+            rec = run.recovery(mode)
+            problems = run.problems(mode)
+            figure = "never" if rec is None else f"{rec:.2f}"
+            if problems:
+                verdict = "FAIL"
+                notes.append(f"  [{disruption} | {mode}] " + "; ".join(problems))
+            elif rec is not None and rec <= TARGET:
+                verdict = "ok"
+                within += 1
+            else:
+                verdict = "SLOW"
+            cells.append(f"{figure + ' ' + verdict:>{col}}")
+        lines.append(f"{mode:{width}}  " + "  ".join(cells))
+    steps = []
+    for disruption, run in runs.items():
+        if isinstance(run, BaseException):
+            notes.append(f"  [{disruption}] the run failed: {run!r}"[:400])
+            continue
+        steps += [
+            f"  {disruption}: {s.what}, servers answered {s.answer - s.down:.2f} s after"
+            for s in run.steps
+        ]
+        steps.append(
+            f"  {disruption}: run {run.seconds:.0f} s, {len(run.acked)} + {len(run.kv_acked)}"
+            f" acked publishes checked, {run.publish_errors} publish attempts failed"
+        )
+    lines.append(f"cells within {TARGET:g} s and passing: {within}/{total}")
+    lines += ["steps:", *steps]
+    if notes:
+        lines += ["failed cells:", *notes]
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     ap.add_argument("--count", type=int, default=50_000, help="publishes in scenario 1")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--matrix-only", action="store_true", help="only the recovery matrix")
+    which.add_argument("--no-matrix", action="store_true", help="without the recovery matrix")
     args = ap.parse_args()
-    rows = asyncio.run(main_async(args.count))
-    width = max(len(r[0]) for r in rows)
-    print(f"{'scenario':{width}}  {'measured':>10}  {'bar':>20}  ok")
-    for name, got, bar, ok in rows:
-        print(f"{name:{width}}  {got:>10}  {bar:>20}  {'yes' if ok else 'NO'}")
+    if not args.matrix_only:
+        rows = asyncio.run(main_async(args.count))
+        width = max(len(r[0]) for r in rows)
+        print(f"{'scenario':{width}}  {'measured':>10}  {'bar':>20}  ok")
+        for name, got, bar, ok in rows:
+            print(f"{name:{width}}  {got:>10}  {bar:>20}  {'yes' if ok else 'NO'}")
+        print()
+    if not args.no_matrix:
+        print("\n".join(matrix_lines(run_matrices())), flush=True)
 
 
 if __name__ == "__main__":
