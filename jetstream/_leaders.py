@@ -51,6 +51,12 @@ class LeaderWatch:
         self.max_msgs: int | None = None
         self.received = 0
 
+    @property
+    def active(self) -> bool:
+        """True when connected to a cluster (where elections happen)."""
+        info = self._nc._info
+        return info is not None and bool(info.cluster)
+
     def add(self, key: str, cb: Callable[[], None]) -> None:
         """Call ``cb`` on each election of ``key`` (``consumer_key`` or ``stream_key``)."""
         self._listeners.setdefault(key, []).append(cb)

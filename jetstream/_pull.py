@@ -387,8 +387,9 @@ class _Fetch(_PullBase):
         self._subscribe()
         nc._reconnect_hooks.append(self._on_reconnect)
         leaders = self._consumer._js._leaders
-        key = consumer_key(self._consumer.stream_name, self._consumer.name)
-        if self._recover:
+        key = ""
+        if self._recover and leaders.active:
+            key = consumer_key(self._consumer.stream_name, self._consumer.name)
             leaders.add(key, self._on_leader)
         try:
             self._send_pull(o.expires)
@@ -420,7 +421,8 @@ class _Fetch(_PullBase):
         finally:
             if self._on_reconnect in nc._reconnect_hooks:
                 nc._reconnect_hooks.remove(self._on_reconnect)
-            leaders.remove(key, self._on_leader)
+            if key:
+                leaders.remove(key, self._on_leader)
             self._finish(None)
             if self._done.done() and not self._done.cancelled():
                 self._done.exception()  # retrieved
