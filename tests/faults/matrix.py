@@ -37,8 +37,9 @@ The disruptions:
   connection is on; the other streams' and the durable consumers' leaders are moved onto
   it first (leader step-down with a preferred server);
 * ``step-down``: ``STREAM.LEADER.STEPDOWN`` of every stream through the API;
-* ``rolling lame duck``: each node in turn (the application's first) put in lame-duck
-  mode, waited for to exit, restarted and caught up;
+* ``rolling lame duck``: each node in turn put in lame-duck mode, waited for to exit,
+  restarted and caught up; the first is the one the application is connected to, with
+  every leader moved onto it as for ``leader kill``;
 * ``sigstop``: SIGSTOP of the node every reading connection starts on, SIGCONT 5 s later.
 """
 
@@ -139,17 +140,26 @@ class Cell:
     since: list[float] = field(default_factory=list)
     #: exceptions raised to the application by the mode's own calls
     errors: list[BaseException] = field(default_factory=list)
+    #: monotonic time each of them was raised
+    errors_at: list[float] = field(default_factory=list)
     #: what the mode's error callback got (allowed)
     reported: list[BaseException] = field(default_factory=list)
     #: the stored modes: exactly what must be delivered
     expected: list[int] | None = None
     #: set when a stored mode has read everything
     finished: float | None = None
+    #: the state of a stored mode's reader, for the report of a stall
+    probe: Callable[[], str] | None = None
     _waiting: float = field(default_factory=time.monotonic)
 
     @property
     def ordered(self) -> bool:
         return self.mode in ORDERED
+
+    def error(self, exc: BaseException) -> None:
+        """``exc`` reached the application."""
+        self.errors.append(exc)
+        self.errors_at.append(time.monotonic())
 
     def wait(self) -> None:
         """The application begins waiting for the next delivery (a call starts)."""
@@ -205,6 +215,8 @@ class Cell:
                 out.append(f"nothing delivered after {step.what}")
             elif rec > STEP_BOUND:
                 out.append(f"{rec:.1f} s to the next message after {step.what}")
+        if out and self.probe is not None and self.finished is None:
+            out.append(f"stalled reader: {self.probe()}")
         return out
 
 
@@ -233,6 +245,8 @@ class Matrix:
     reported: list[BaseException]
     #: seconds the run took, servers included
     seconds: float = 0.0
+    #: tasks still pending once the run had closed everything (must be none)
+    pending: list[str] = field(default_factory=list)
 
     def recovery(self, mode: str) -> float | None:
         """The cell's figure: its slowest step (None: it never recovered)."""
@@ -261,7 +275,7 @@ async def _loop_calls(cell: Cell, body: Callable[[], Awaitable[None]]) -> None:
         try:
             await body()
         except jetstream.NatsError as exc:
-            cell.errors.append(exc)
+            cell.error(exc)
             await asyncio.sleep(0.5)
 
 
@@ -277,10 +291,10 @@ async def _iterate(cell: Cell, open_it: Callable[[], Any], ack: bool) -> None:
                     if ack:
                         await m.ack()
         except jetstream.NatsError as exc:
-            cell.errors.append(exc)
+            cell.error(exc)
             await asyncio.sleep(0.5)
         else:
-            cell.errors.append(RuntimeError("the iterator ended"))
+            cell.error(RuntimeError("the iterator ended"))
             return
 
 
@@ -311,7 +325,7 @@ async def _consume(cell: Cell, consumer: jetstream.Consumer) -> None:
 
     async with await consumer.consume(handler, error_cb=cell.reported.append) as ctx:
         await ctx.wait()
-    cell.errors.append(RuntimeError("consume() ended"))
+    cell.error(RuntimeError("consume() ended"))
 
 
 async def _kv_watch(cell: Cell, kv: Any) -> None:
@@ -322,7 +336,7 @@ async def _kv_watch(cell: Cell, kv: Any) -> None:
                     if entry is not None:
                         cell.take(int(entry.value))
         except jetstream.NatsError as exc:
-            cell.errors.append(exc)
+            cell.error(exc)
             await asyncio.sleep(0.5)
 
 
@@ -330,6 +344,7 @@ async def _object_get(cell: Cell, store: Any, blob: bytes, gate: asyncio.Event) 
     chunks: list[bytes] = []
     try:
         async with store.get("blob") as reader:
+            cell.probe = lambda: _describe(reader)
             async for chunk in reader:
                 chunks.append(chunk)
                 cell.take(len(chunks) - 1)
@@ -337,10 +352,25 @@ async def _object_get(cell: Cell, store: Any, blob: bytes, gate: asyncio.Event) 
                     await gate.wait()
                     cell.wait()
     except jetstream.NatsError as exc:
-        cell.errors.append(exc)
+        cell.error(exc)
     cell.finished = time.monotonic()
     if b"".join(chunks) != blob:
-        cell.errors.append(AssertionError(f"{sum(map(len, chunks))} bytes differ from the object"))
+        cell.error(AssertionError(f"{sum(map(len, chunks))} bytes differ from the object"))
+
+
+def _describe(reader: Any) -> str:
+    """An ObjectReader's ordered stream and consumer, as far as a stall report needs."""
+    it, oc = reader._it, reader._oc
+    if it is None or oc is None:
+        return f"reader closed (left {reader._left})"
+    inner = it._inner
+    consumer = oc.consumer
+    return (
+        f"chunks left {reader._left}, consumer {consumer.name if consumer else None},"
+        f" resets {oc.resets}, last stream seq {oc.stream_seq}, broken {it._broken},"
+        f" inner {type(inner).__name__ if inner else None}"
+        + (f" {vars(inner)}"[:600] if inner is not None else "")
+    )
 
 
 def _spark_read(cell: Cell, servers: list[str], gate: threading.Event) -> None:
@@ -357,7 +387,7 @@ def _spark_read(cell: Cell, servers: list[str], gate: threading.Event) -> None:
                 gate.wait(WARM_BOUND + END_BOUND)
                 cell.wait()
     except Exception as exc:  # what reached the Spark task
-        cell.errors.append(exc)
+        cell.error(exc)
     finally:
         rows.close()
         cell.finished = time.monotonic()
@@ -632,12 +662,13 @@ async def _servers(disruption: str) -> AsyncIterator[Setup]:
 
 
 async def _place(setup: Setup, js: jetstream.JetStream) -> None:
-    """Choose the application's node; for ``leader kill`` move every leader onto it."""
+    """Choose the application's node; for ``leader kill`` and ``rolling lame duck`` move
+    every leader onto it."""
     if setup.cluster is None:
         return
     leader = await _until_led(js, "M", None)
     setup.home = int(leader[1:]) - 1  # NatsCluster names its servers n1..nN
-    if setup.disruption == "leader kill":
+    if setup.disruption in ("leader kill", "rolling lame duck"):
         for s in STREAMS[1:]:
             await _lead_on(js, leader, s, None)
         for c in DURABLES[:4]:  # push-fc is made later, by the application's connection
@@ -657,6 +688,9 @@ async def run_matrix(disruption: str) -> Matrix:
         await _place(setup, admin)
         matrix = await _run(setup, admin, blob)
     matrix.seconds = time.monotonic() - t0
+    await asyncio.sleep(0.1)  # callbacks scheduled by the last close() run first
+    current = asyncio.current_task()
+    matrix.pending = [t.get_name() for t in asyncio.all_tasks() if t is not current]
     return matrix
 
 
@@ -692,7 +726,7 @@ async def _run(setup: Setup, admin: jetstream.JetStream, blob: bytes) -> Matrix:
                 ack_policy=AckPolicy.EXPLICIT,
             )
         )
-        if setup.disruption == "leader kill":
+        if setup.disruption in ("leader kill", "rolling lame duck"):
             assert setup.cluster is not None
             await _lead_on(
                 admin, str(setup.cluster.servers[setup.home].server_name), "M", "push-fc"
@@ -770,7 +804,7 @@ async def _run(setup: Setup, admin: jetstream.JetStream, blob: bytes) -> Matrix:
             if not task.cancelled() and task.exception() is not None:
                 name = task.get_name().removeprefix("matrix ")
                 if name in cells:
-                    cells[name].errors.append(task.exception())  # type: ignore[arg-type]
+                    cells[name].error(task.exception())  # type: ignore[arg-type]
         with contextlib.suppress(jetstream.NatsError):
             for oc in (oc_fetch, oc_next, oc_msgs, oc_push):
                 await oc.delete()
@@ -812,7 +846,12 @@ async def _drain(cells: dict[str, Cell], acked: set[int], kv_acked: set[int]) ->
             return cell.finished is not None
         return (kv_acked if mode == "kv watch" else acked) <= set(cell.got)
 
-    with contextlib.suppress(TimeoutError):
+    try:
         async with asyncio.timeout(END_BOUND):
             while not all(done(m, c) for m, c in cells.items()):
                 await asyncio.sleep(0.05)
+    except TimeoutError:
+        for cell in cells.values():
+            if cell.probe is not None and cell.finished is None:
+                state = cell.probe()
+                cell.probe = lambda state=state: state  # as it was while stalled

@@ -19,6 +19,16 @@ from tests.faults.matrix import DISRUPTIONS, MODES, STEP_BOUND, Matrix, run_matr
 
 #: cells that fail today, with their cause: (disruption, mode) -> reason
 XFAIL: dict[tuple[str, str], str] = {}
+#: cells that fail in most runs but not all (a race), with their cause; not strict, so
+#: that a run the race spares does not fail the suite (remove once fixed)
+XFAIL_RACE: dict[tuple[str, str], str] = {
+    ("rolling lame duck", "pull next"): (
+        "Consumer.next() raises TimeoutError('no message ... within 30.0s') at once when the"
+        " consumer's leader moves away from a node in lame-duck mode: _Fetch._on_status ends"
+        " the fetch empty on 409 'Leadership Change' (pulling again only when the leader"
+        " advisory comes first), and next() turns the empty fetch into a timeout"
+    ),
+}
 
 
 def _cells() -> list[object]:
@@ -26,7 +36,10 @@ def _cells() -> list[object]:
     for disruption in DISRUPTIONS:
         for mode in MODES:
             reason = XFAIL.get((disruption, mode))
+            race = XFAIL_RACE.get((disruption, mode))
             marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            if race:
+                marks.append(pytest.mark.xfail(strict=False, reason=race))
             out.append(pytest.param(disruption, mode, marks=marks, id=f"{disruption}|{mode}"))
     return out
 
@@ -74,3 +87,4 @@ def test_the_disruption_hit(matrix: Callable[[str], Matrix], disruption: str) ->
     assert len(run.acked) > 50 and len(run.kv_acked) > 50
     last = max(s.answer for s in run.steps)
     assert max(run.cells["ordered messages"].at) > last
+    assert not run.pending, f"tasks left pending after the run: {run.pending}"
