@@ -317,10 +317,17 @@ class _Fetch(_PullBase):
         if status == 100:
             return
         low = desc.lower()
-        if (
-            status in (404, 408)
-            or (status == 409 and ("exceeds maxbytes" in low or "batch completed" in low))
-            or (status == 409 and "leadership change" in low)
+        if status == 409 and ("leadership change" in low or "server shutdown" in low):
+            # The request is gone with the old leader (or server): a durable fetch pulls
+            # again within its expires; the ordered consumer makes its consumer again.
+            if self._recover and not self._opts.no_wait:
+                self._again(_PULL_AGAIN)
+            elif "leadership change" in low:
+                self._end(None)
+            else:
+                self._end(self._status_error(status, desc))
+        elif status in (404, 408) or (
+            status == 409 and ("exceeds maxbytes" in low or "batch completed" in low)
         ):
             self._end(None)
         elif status == 423:  # our pin id is stale: forget it; the next pull competes again

@@ -19,16 +19,6 @@ from tests.faults.matrix import DISRUPTIONS, MODES, STEP_BOUND, Matrix, run_matr
 
 #: cells that fail today, with their cause: (disruption, mode) -> reason
 XFAIL: dict[tuple[str, str], str] = {}
-#: cells that fail in most runs but not all (a race), with their cause; not strict, so
-#: that a run the race spares does not fail the suite (remove once fixed)
-XFAIL_RACE: dict[tuple[str, str], str] = {
-    ("rolling lame duck", "pull next"): (
-        "Consumer.next() raises TimeoutError('no message ... within 30.0s') at once when the"
-        " consumer's leader moves away from a node in lame-duck mode: _Fetch._on_status ends"
-        " the fetch empty on 409 'Leadership Change' (pulling again only when the leader"
-        " advisory comes first), and next() turns the empty fetch into a timeout"
-    ),
-}
 
 
 def _cells() -> list[object]:
@@ -36,10 +26,7 @@ def _cells() -> list[object]:
     for disruption in DISRUPTIONS:
         for mode in MODES:
             reason = XFAIL.get((disruption, mode))
-            race = XFAIL_RACE.get((disruption, mode))
             marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            if race:
-                marks.append(pytest.mark.xfail(strict=False, reason=race))
             out.append(pytest.param(disruption, mode, marks=marks, id=f"{disruption}|{mode}"))
     return out
 
