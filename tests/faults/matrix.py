@@ -24,10 +24,11 @@ redeliver) and, after every step of the disruption, the next message came within
 server answers again" to the next message delivered in that mode, counted from when the
 application began waiting for it if that was later (a message read from what the reader
 had buffered counts as no wait: the application saw none). "Answers again" is: the
-restarted server is ready (``restart``); the stream's and consumers' groups have leaders
-on live servers again (``leader kill``, each step of ``rolling lame duck``); every stepped
-down stream has a new leader (``step-down``); SIGCONT (``sigstop``). A disruption of
-several steps reports its slowest. ``make faults-report`` prints the figures against
+restarted server is ready (``restart``); the mode's stream (``M``, or the bucket's, or
+the Spark source's) or, for a durable consumer, the consumer has a leader on a live
+server again (``leader kill``, each step of ``rolling lame duck``); the stream has a new
+leader (``step-down``); SIGCONT (``sigstop``). A
+disruption of several steps reports its slowest. ``make faults-report`` prints the figures against
 the 2 s target; the tests assert only the generous bounds.
 
 The disruptions:
@@ -124,7 +125,13 @@ class Step:
 
     what: str
     down: float
+    #: when every stream answered again
     answer: float
+    #: when each stream did, where they differ (else ``answer``)
+    answers: dict[str, float] = field(default_factory=dict)
+
+    def answer_for(self, stream: str) -> float:
+        return self.answers.get(stream, self.answer)
 
 
 @dataclass
@@ -173,14 +180,16 @@ class Cell:
         self._waiting = now
 
     def recovery(self, step: Step) -> float | None:
-        """Seconds from ``step.answer`` to the next delivery (from when the application
-        began waiting for it, if later); None when nothing came after it. A stored reader
-        that had read everything before the servers answered again waited for nothing."""
+        """Seconds from when the mode's stream answered again in ``step`` to the next
+        delivery (from when the application began waiting for it, if later); None when
+        nothing came after it. A stored reader that had read everything before the
+        servers answered again waited for nothing."""
+        answer = step.answer_for(STREAM_OF.get(self.mode, "M"))
         for at, since in zip(self.at, self.since, strict=True):
-            if at > step.answer:
-                return at - max(step.answer, since)
+            if at > answer:
+                return at - max(answer, since)
         done = self.expected is not None and len(self.got) >= len(self.expected)
-        if done and self.at[-1] <= step.answer:
+        if done and self.at[-1] <= answer:
             return 0.0  # everything was read before: nothing was waited for
         return None
 
@@ -512,35 +521,55 @@ async def _all_current(js: jetstream.JetStream, streams: list[str]) -> None:
         raise AssertionError(f"streams not current: {last}") from None
 
 
-def _streams_live(cluster: NatsCluster, down: str) -> bool:
-    """True when every stream of the run has a leader on a live server other than
-    ``down`` (from /jsz: a leader is a server that names itself)."""
+def _streams_live(cluster: NatsCluster, down: str) -> set[str]:
+    """The streams and durable consumers (``"M > name"``) of the run with a leader on a
+    live server other than ``down`` (from /jsz: a leader is a server that names itself)."""
     led: set[str] = set()
     for s in cluster.servers:
         if not s.running or s.paused or s.server_name == down:
             continue
         try:
-            jsz = s.monitor("jsz", accounts=True, streams=True)
+            jsz = s.monitor("jsz", accounts=True, streams=True, consumers=True)
         except (OSError, ValueError):
             continue
         for account in jsz.get("account_details") or []:
             for st in account.get("stream_detail") or []:
                 if (st.get("cluster") or {}).get("leader") == s.server_name:
                     led.add(st["name"])
-    return led >= set(STREAMS)
+                for c in st.get("consumer_detail") or []:
+                    if (c.get("cluster") or {}).get("leader") == s.server_name:
+                        led.add(f"{st['name']} > {c['name']}")
+    return led & GROUPS
 
 
-async def _until_live(cluster: NatsCluster, down: str) -> float:
-    """Poll until every stream has a leader on a live server other than ``down``; when.
-    (Consumers elect on their own after that: their time is in their cells' figures.)"""
+async def _until_live(cluster: NatsCluster, down: str) -> dict[str, float]:
+    """Poll until every stream and durable consumer has a leader on a live server other
+    than ``down``; when each did."""
+    answers: dict[str, float] = {}
     async with asyncio.timeout(STEP_BOUND * 2):
-        while not await asyncio.to_thread(_streams_live, cluster, down):
+        while len(answers) < len(GROUPS):
+            now = time.monotonic()
+            for name in await asyncio.to_thread(_streams_live, cluster, down):
+                answers.setdefault(name, now)
             await asyncio.sleep(0.02)
-    return time.monotonic()
+    return answers
 
 
 STREAMS = ["M", "SP", "KV_KVM", "OBJ_OBJM"]
 DURABLES = ["pull-fetch", "pull-next", "pull-messages", "pull-consume", "push-fc"]
+#: the raft group whose answer each mode waits for, where not the stream ``M``: its
+#: bucket's or the Spark source's stream, or its durable consumer
+STREAM_OF = {
+    "kv watch": "KV_KVM",
+    "object get": "OBJ_OBJM",
+    "spark range": "SP",
+    "pull fetch": "M > pull-fetch",
+    "pull next": "M > pull-next",
+    "pull messages": "M > pull-messages",
+    "pull consume": "M > pull-consume",
+    "push flow control": "M > push-fc",
+}
+GROUPS = {*STREAMS, *(f"M > {c}" for c in DURABLES)}
 
 
 async def _disrupt(
@@ -562,18 +591,24 @@ async def _disrupt(
         down = time.monotonic()
         started()
         await asyncio.to_thread(victim.kill)
-        answer = await _until_live(cluster, str(victim.server_name))
+        answers = await _until_live(cluster, str(victim.server_name))
         await cluster.restart_async(setup.home)
         await _all_current(admin, STREAMS)
-        return [Step(f"SIGKILL of {victim.server_name}", down, answer)]
+        return [Step(f"SIGKILL of {victim.server_name}", down, max(answers.values()), answers)]
     if kind == "step-down":
         olds = {s: await _leader(admin, s) for s in STREAMS}
         down = time.monotonic()
         started()
         await asyncio.gather(*(_request_ok(admin, f"STREAM.LEADER.STEPDOWN.{s}") for s in STREAMS))
+        answers: dict[str, float] = {}
+
+        async def moved(stream: str, old: str) -> None:
+            await _until_moved(admin, stream, None, old)
+            answers[stream] = time.monotonic()
+
         async with asyncio.timeout(STEP_BOUND):
-            await asyncio.gather(*(_until_moved(admin, s, None, old) for s, old in olds.items()))
-        return [Step("the step-downs", down, time.monotonic())]
+            await asyncio.gather(*(moved(s, old) for s, old in olds.items()))
+        return [Step("the step-downs", down, max(answers.values()), answers)]
     if kind == "sigstop":
         victim = cluster.servers[setup.home]
         down = time.monotonic()
@@ -595,8 +630,8 @@ async def _disrupt(
         if k == 0:
             started()
         server.lame_duck()
-        answer = await _until_live(cluster, name)
-        steps.append(Step(f"lame duck of {name}", down, answer))
+        answers = await _until_live(cluster, name)
+        steps.append(Step(f"lame duck of {name}", down, max(answers.values()), answers))
         try:
             await server.wait_exit_async(60)
         except jetstream.NatsError:

@@ -250,10 +250,12 @@ def matrix_lines(runs: dict[str, Matrix | BaseException]) -> list[str]:
         if isinstance(run, BaseException):
             notes.append(f"  [{disruption}] the run failed: {run!r}"[:400])
             continue
-        steps += [
-            f"  {disruption}: {s.what}, servers answered {s.answer - s.down:.2f} s after"
-            for s in run.steps
-        ]
+        for s in run.steps:
+            each = ", ".join(f"{k} {v - s.down:.2f}" for k, v in sorted(s.answers.items()))
+            steps.append(
+                f"  {disruption}: {s.what}, servers answered {s.answer - s.down:.2f} s after"
+                + (f" ({each})" if each else "")
+            )
         steps.append(
             f"  {disruption}: run {run.seconds:.0f} s, {len(run.acked)} + {len(run.kv_acked)}"
             f" acked publishes checked, {run.publish_errors} publish attempts failed"
