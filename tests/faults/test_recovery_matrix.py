@@ -17,18 +17,13 @@ import pytest
 
 from tests.faults.matrix import DISRUPTIONS, MODES, STEP_BOUND, Matrix, run_matrix
 
-#: cells that fail today, with their cause: (disruption, mode) -> reason
-XFAIL: dict[tuple[str, str], str] = {}
-
 
 def _cells() -> list[object]:
-    out: list[object] = []
-    for disruption in DISRUPTIONS:
-        for mode in MODES:
-            reason = XFAIL.get((disruption, mode))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            out.append(pytest.param(disruption, mode, marks=marks, id=f"{disruption}|{mode}"))
-    return out
+    return [
+        pytest.param(disruption, mode, id=f"{disruption}|{mode}")
+        for disruption in DISRUPTIONS
+        for mode in MODES
+    ]
 
 
 @pytest.fixture(scope="module")
