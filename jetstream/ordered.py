@@ -27,6 +27,7 @@ from .consumer import Consumer
 from .errors import JetStreamError, NatsError, StreamNotFoundError
 from .errors import TimeoutError as NatsTimeoutError
 from .message import parse_ack_subject
+from .protocol.subjects import next_nuid
 
 if TYPE_CHECKING:
     from ._stream_consumers import StreamConsumers
@@ -180,7 +181,11 @@ class OrderedConsumer:
 
         Retries with backoff until it succeeds or ``deadline`` passes (then None). Each
         attempt waits at most ``_ATTEMPT_WAIT`` for the server: during an election a
-        request may go unanswered, and the next one finds the new leader.
+        request may go unanswered, and the next one finds the new leader. An election
+        of the stream heard meanwhile ends the wait or the pause at once (the new
+        leader is there to ask). Attempts ask for the same consumer name, so an attempt
+        given up on that did land is the same consumer, not a second one; after an
+        election the name is a new one.
         ``StreamNotFoundError`` ends it: the stream is gone. With ``first`` (the
         consumer's creation) any error is raised."""
         old = self._consumer or self._stale
@@ -189,37 +194,75 @@ class OrderedConsumer:
         self._tail_dots = 0
         js = self._js
         loop = js.client._loop
+        name = next_nuid()
         attempt = 0
-        while True:
-            wait = js.timeout if first else min(js.timeout, _ATTEMPT_WAIT)
-            if deadline is not None:
-                wait = min(wait, deadline - loop.time())
-                if wait <= 0.01:
-                    self._stale = old
-                    return None
-            try:
-                handle = self._handle
-                if handle is None:
-                    handle = self._handle = await js.stream(self.stream_name, timeout=wait)
-                consumer = await handle._upsert(self._config(), ConsumerAction.CREATE, wait)
-            except StreamNotFoundError:
-                raise
-            except (NatsError, OSError) as exc:
-                if first:
-                    raise
-                self._report(exc)
-                attempt += 1
-                pause = retry_delay(attempt)
+        scope: asyncio.Timeout | None = None
+        elected = False
+
+        def on_election() -> None:
+            nonlocal elected
+            elected = True
+            if scope is not None and not scope.expired():
+                with contextlib.suppress(RuntimeError):  # exited meanwhile
+                    scope.reschedule(loop.time())
+
+        key = stream_key(self.stream_name)
+        watch = not first and js._leaders.active
+        if watch:
+            js._leaders.add(key, on_election)
+        try:
+            while True:
+                wait = js.timeout if first else min(js.timeout, _ATTEMPT_WAIT)
                 if deadline is not None:
-                    pause = min(pause, max(deadline - loop.time(), 0.0))
-                await asyncio.sleep(pause)
-                continue
-            self._consumer = consumer
-            if not first:
-                self.resets += 1
-            if old is not None:
-                self._drop(old)
-            return consumer
+                    wait = min(wait, deadline - loop.time())
+                    if wait <= 0.01:
+                        self._stale = old
+                        return None
+                elected = False
+                try:
+                    async with asyncio.timeout(wait) as scope:
+                        handle = self._handle
+                        if handle is None:
+                            handle = self._handle = await js.stream(self.stream_name)
+                        config = self._config()
+                        config.name = name
+                        consumer = await handle._upsert(config, ConsumerAction.CREATE)
+                except StreamNotFoundError:
+                    raise
+                except (NatsError, OSError, TimeoutError) as exc:
+                    if first:
+                        if isinstance(exc, NatsError | OSError):
+                            raise
+                        raise NatsTimeoutError(
+                            f"no answer making an ordered consumer on stream "
+                            f"{self.stream_name!r} within {wait:g}s"
+                        ) from None
+                    if elected:
+                        # A new leader: ask it now, under a new name (one made by the
+                        # attempt given up on may live with the old leader).
+                        name = next_nuid()
+                        continue
+                    self._report(exc)
+                    attempt += 1
+                    pause = retry_delay(attempt)
+                    if deadline is not None:
+                        pause = min(pause, max(deadline - loop.time(), 0.0))
+                    # an election ends the pause early
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(pause) as scope:
+                            await loop.create_future()
+                    continue
+                finally:
+                    scope = None
+                self._consumer = consumer
+                if not first:
+                    self.resets += 1
+                if old is not None:
+                    self._drop(old)
+                return consumer
+        finally:
+            if watch:
+                js._leaders.remove(key, on_election)
 
     def _drop(self, old: Consumer) -> None:
         """Ask the server to delete a consumer that was left, without waiting for the
@@ -302,8 +345,12 @@ class OrderedConsumer:
         expires: float = 30.0,
         heartbeat: float | None = None,
     ) -> OrderedStream:
-        """Every message in order: ``async with oc.messages() as it: async for m in it``."""
-        hb = heartbeat if heartbeat is not None else min(expires / 2, 30.0)
+        """Every message in order: ``async with oc.messages() as it: async for m in it``.
+
+        ``heartbeat`` (default: half of ``expires``, at most 5 s) is the idle heartbeat
+        of its pulls: a consumer lost without a word (no election heard, no reconnect)
+        is noticed after two missed ones and made again."""
+        hb = heartbeat if heartbeat is not None else min(expires / 2, 5.0)
         return OrderedStream(self, PullOptions(batch=max_messages, expires=expires, heartbeat=hb))
 
     async def next(self, timeout: float = 30.0) -> JsMsg:
@@ -466,8 +513,10 @@ class OrderedStream(MessageReader):
         if self._inner is not None:
             self._inner.stop()
             self._inner = None
-        self._broken = False
+        # A break heard while the consumer is being made (an election, a reconnect)
+        # is the making's own to recover from (it asks again): not a second reset.
         await self._oc._ensure()
+        self._broken = False
 
     def stop(self) -> None:
         """Stop: unsubscribe; the iteration ends."""
