@@ -39,7 +39,7 @@ from .protocol.headers import HeadersLike, encode_headers
 from .protocol.subjects import next_nuid
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .core.client import Client
     from .protocol.ops import Msg as MsgOp
 
 __all__ = ["AckTracker", "AsyncPublisher"]

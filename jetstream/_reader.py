@@ -16,7 +16,7 @@ from .errors import TimeoutError as NatsTimeoutError
 from .message import JsMsg
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .core.client import Client
     from .protocol.ops import Msg as MsgOp
 
 __all__ = ["ErrorCallback", "MessageReader", "all_plain", "js_msgs", "report_to"]

@@ -29,7 +29,7 @@ from .protocol.subjects import next_nuid
 if TYPE_CHECKING:
     from .api import StreamInfo
     from .consumer import Consumer
-    from .js import JetStream
+    from .js import JetStreamContext
     from .ordered import OrderedConsumer
 
 __all__ = ["StreamConsumers"]
@@ -38,7 +38,7 @@ __all__ = ["StreamConsumers"]
 class StreamConsumers:
     """Create, update, look up, list, pause and delete the consumers of one stream."""
 
-    _js: JetStream
+    _js: JetStreamContext
     name: str
     cached_info: StreamInfo
 

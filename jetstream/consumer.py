@@ -18,7 +18,7 @@ from .errors import TimeoutError as NatsTimeoutError
 
 if TYPE_CHECKING:
     from ._push import PushStream
-    from .js import JetStream
+    from .js import JetStreamContext
     from .message import JsMsg
 
 __all__ = ["Consumer"]
@@ -32,7 +32,7 @@ def _default_heartbeat(expires: float) -> float | None:
 class Consumer:
     """A handle on one consumer of a stream. ``cached_info`` is from when it was made."""
 
-    def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
+    def __init__(self, js: JetStreamContext, info: ConsumerInfo) -> None:
         self._js = js
         self.cached_info = info
         self.name = info.name
@@ -44,7 +44,7 @@ class Consumer:
         return f"<Consumer {self.name!r} of stream {self.stream_name!r}>"
 
     @property
-    def js(self) -> JetStream:
+    def js(self) -> JetStreamContext:
         return self._js
 
     @property

@@ -41,8 +41,6 @@ from .errors import (
     StreamNotFoundError,
 )
 from .errors import TimeoutError as NatsTimeoutError
-from .kv.manager import KeyValueManager
-from .objectstore.manager import ObjectStoreManager
 from .protocol.headers import (
     NATS_EXPECTED_LAST_MSG_ID,
     NATS_EXPECTED_LAST_SEQUENCE,
@@ -60,11 +58,11 @@ NATS_BATCH_SEQUENCE = "Nats-Batch-Sequence"
 NATS_BATCH_COMMIT = "Nats-Batch-Commit"
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .message import Msg
+    from .core.client import Client
+    from .core.message import Msg
     from .stream import Stream
 
-__all__ = ["JetStream", "validate_name"]
+__all__ = ["JetStreamContext", "validate_name"]
 
 R = TypeVar("R", bound=ApiResponse)
 T = TypeVar("T")
@@ -96,8 +94,13 @@ def ttl_value(ttl: float | str) -> str:
     return f"{round(ttl * 1000)}ms"
 
 
-class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
-    """The JetStream context of a connection. Make it with ``nc.jetstream()``."""
+class JetStreamContext(DeadLetters):
+    """The JetStream context of a connection: streams, publishing, dead letters.
+
+    ``nc.jetstream()`` returns a ``jetstream.JetStream``, this class with the KeyValue
+    and ObjectStore bucket management added (``jetstream.client``); the handles of
+    streams, consumers and buckets hold the context they were made from.
+    """
 
     def __init__(
         self,
@@ -582,7 +585,7 @@ class _Paged(AsyncIterator[T]):
 
     def __init__(
         self,
-        js: JetStream,
+        js: JetStreamContext,
         suffix: str,
         make_request: Callable[[int], Any],
         reply_type: type[Any],

@@ -31,7 +31,7 @@ from .message import parse_ack_subject
 if TYPE_CHECKING:
     from ._stream_consumers import StreamConsumers
     from .api import ConsumerInfo
-    from .js import JetStream
+    from .js import JetStreamContext
     from .message import JsMsg
 
 __all__ = ["OrderedConsumer", "OrderedStream"]
@@ -51,7 +51,7 @@ class OrderedConsumer:
 
     def __init__(
         self,
-        js: JetStream,
+        js: JetStreamContext,
         stream: str,
         *,
         filter_subjects: Sequence[str] = (),
@@ -108,7 +108,12 @@ class OrderedConsumer:
 
     @classmethod
     async def create(
-        cls, js: JetStream, stream: str, *, handle: StreamConsumers | None = None, **options: Any
+        cls,
+        js: JetStreamContext,
+        stream: str,
+        *,
+        handle: StreamConsumers | None = None,
+        **options: Any,
     ) -> OrderedConsumer:
         """Make the first consumer (``handle``: the stream's, when the caller has it)."""
         oc = cls(js, stream, **options)

@@ -40,8 +40,8 @@ from .protocol.headers import (
 )
 
 if TYPE_CHECKING:
-    from .js import JetStream
-    from .message import Msg
+    from .core.message import Msg
+    from .js import JetStreamContext
 
 __all__ = ["Stream", "StreamMsg"]
 
@@ -130,7 +130,7 @@ def _status_error(msg: Msg, stream: str, request: str) -> JetStreamApiError:
 class Stream(StreamConsumers):
     """A handle on one stream. ``cached_info`` is the info from when it was made."""
 
-    def __init__(self, js: JetStream, info: StreamInfo) -> None:
+    def __init__(self, js: JetStreamContext, info: StreamInfo) -> None:
         self._js = js
         self.name = info.config.name
         self.cached_info = info
@@ -139,7 +139,7 @@ class Stream(StreamConsumers):
         return f"<Stream {self.name!r}>"
 
     @property
-    def js(self) -> JetStream:
+    def js(self) -> JetStreamContext:
         return self._js
 
     async def info(

@@ -15,11 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .._connect import connect
 from ..api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
-from ..client import Client
+from ..client import Client, connect
+from ..core.message import Msg
 from ..errors import StreamNotFoundError
-from ..message import Msg
 from ._output import ProgressBars
 from ._session import DEFAULT_URL, Session, connect_options
 from ._util import CliError, bounded, fmt_bytes, fmt_num, redact_url

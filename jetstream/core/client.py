@@ -1,5 +1,8 @@
 """The core NATS client: connect, publish, subscribe, request, flush, drain, reconnect.
 
+It knows nothing of JetStream: ``jetstream.client.Client``, the class ``connect()``
+hands out, adds ``jetstream()`` on top of it.
+
 A ``Client`` outlives its sockets. It owns the write buffer (publishes made
 while disconnected wait there, bounded), the sid table of subscriptions (all
 re-made after a reconnect, before the buffer is flushed) and the one muxed
@@ -11,15 +14,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn, Self
+from typing import Any, NoReturn, Self
 
-from ._base import _SIZE_LINES, FLUSH_THRESHOLD, _ClientBase, _size_line, _State
-from ._connection import (
-    Delivery,
-)
-from ._events import ConnectionEvent, EventKind, EventStream, Statistics
-from ._mux import RequestMux, gather_replies
-from .errors import (
+from ..errors import (
     ConnectionClosedError,
     DisconnectedError,
     MaxPayloadError,
@@ -27,21 +24,24 @@ from .errors import (
     NoRespondersError,
     ReconnectBufferFullError,
 )
-from .errors import TimeoutError as NatsTimeoutError
-from .message import Msg
-from .protocol.commands import PING, encode_pub, encode_sub, encode_unsub
-from .protocol.headers import HeadersLike, encode_headers
-from .protocol.ops import Info
-from .protocol.subjects import (
+from ..errors import TimeoutError as NatsTimeoutError
+from ..protocol.commands import PING, encode_pub, encode_sub, encode_unsub
+from ..protocol.headers import HeadersLike, encode_headers
+from ..protocol.ops import Info
+from ..protocol.subjects import (
     next_nuid,
     validate_queue,
     validate_subject,
     validate_subscribe_subject,
 )
+from ._base import _SIZE_LINES, FLUSH_THRESHOLD, _ClientBase, _size_line, _State
+from ._connection import (
+    Delivery,
+)
+from ._events import ConnectionEvent, EventKind, EventStream, Statistics
+from ._mux import RequestMux, gather_replies
+from .message import Msg
 from .subscription import MsgHandler, Subscription
-
-if TYPE_CHECKING:
-    from .js import JetStream
 
 __all__ = ["Client"]
 
@@ -598,22 +598,3 @@ class Client(_ClientBase):
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
-
-    def jetstream(
-        self,
-        *,
-        domain: str | None = None,
-        api_prefix: str | None = None,
-        timeout: float = 5.0,
-        publish_async_max_pending: int = 4000,
-    ) -> JetStream:
-        """The JetStream context of this connection (see ``jetstream.js.JetStream``)."""
-        from .js import JetStream
-
-        return JetStream(
-            self,
-            domain=domain,
-            api_prefix=api_prefix,
-            timeout=timeout,
-            publish_async_max_pending=publish_async_max_pending,
-        )

@@ -72,7 +72,7 @@ from .entry import (
 from .watcher import KeyWatcher
 
 if TYPE_CHECKING:
-    from ..js import JetStream
+    from ..js import JetStreamContext
     from ..stream import Stream, StreamMsg
 
 __all__ = ["KeyValue", "KeyValueConfig", "KeyValueStatus"]
@@ -273,7 +273,7 @@ class KeyValueStatus:
 class KeyValue:
     """A handle on one bucket. Make it with ``js.create_key_value`` or ``js.key_value``."""
 
-    def __init__(self, js: JetStream, stream: Stream) -> None:
+    def __init__(self, js: JetStreamContext, stream: Stream) -> None:
         cfg = stream.cached_info.config
         self._js = js
         self._stream = stream
@@ -301,7 +301,7 @@ class KeyValue:
         return f"<KeyValue {self.bucket!r}>"
 
     @property
-    def js(self) -> JetStream:
+    def js(self) -> JetStreamContext:
         """The JetStream context this bucket uses."""
         return self._js
 

@@ -17,7 +17,7 @@ from .entry import validate_bucket
 
 if TYPE_CHECKING:
     from ..api import StreamConfig, StreamInfo
-    from ..client import Client
+    from ..core.client import Client
     from ..stream import Stream
 
 __all__ = ["KeyValueManager"]

@@ -63,7 +63,7 @@ from .reader import ObjectReader
 
 if TYPE_CHECKING:
     from ..api import StreamInfo
-    from ..js import JetStream
+    from ..js import JetStreamContext
     from ..ordered import OrderedConsumer, OrderedStream
     from ..stream import Stream, StreamMsg
 
@@ -111,7 +111,7 @@ class ObjectStore:
     """One object store bucket. Get it from ``js.create_object_store(...)`` or
     ``js.object_store(bucket)``."""
 
-    def __init__(self, js: JetStream, bucket: str, stream: Stream | None = None) -> None:
+    def __init__(self, js: JetStreamContext, bucket: str, stream: Stream | None = None) -> None:
         self._js = js
         self.bucket = bucket
         self.stream_name = f"OBJ_{bucket}"
@@ -128,7 +128,7 @@ class ObjectStore:
         return self.bucket
 
     @property
-    def js(self) -> JetStream:
+    def js(self) -> JetStreamContext:
         return self._js
 
     # -- subjects and lookups -------------------------------------------------------------

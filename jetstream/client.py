@@ -1,0 +1,58 @@
+"""What ``jetstream.connect()`` hands out: the layers, composed at the top.
+
+``Client`` is the core client (``jetstream.core``, which knows nothing of
+JetStream) with ``jetstream()``. ``JetStream``, what that returns, is the JetStream
+context (``jetstream.js``) with the bucket management of the views built on it,
+``jetstream.kv`` and ``jetstream.objectstore``. No module of the layers below
+imports this one.
+"""
+
+from __future__ import annotations
+
+from .core._connect import connect as _core_connect
+from .core._connect import with_client_type
+from .core.client import Client as CoreClient
+from .js import JetStreamContext
+from .kv.manager import KeyValueManager
+from .objectstore.manager import ObjectStoreManager
+
+__all__ = ["Client", "JetStream", "connect"]
+
+
+class JetStream(JetStreamContext, KeyValueManager, ObjectStoreManager):
+    """The JetStream context of a connection. Make it with ``nc.jetstream()``.
+
+    Streams, publishing and dead letters come from ``JetStreamContext``; the KeyValue
+    and ObjectStore bucket management (``create_key_value``, ``key_value``,
+    ``create_object_store``, ``object_store``, ...) from ``KeyValueManager`` and
+    ``ObjectStoreManager``.
+    """
+
+
+class Client(CoreClient):
+    """A connection to a NATS system. Make one with ``await jetstream.connect(...)``.
+
+    The core client (``jetstream.core.client.Client``) with ``jetstream()``.
+    """
+
+    def jetstream(
+        self,
+        *,
+        domain: str | None = None,
+        api_prefix: str | None = None,
+        timeout: float = 5.0,
+        publish_async_max_pending: int = 4000,
+    ) -> JetStream:
+        """The JetStream context of this connection (see ``JetStream``)."""
+        return JetStream(
+            self,
+            domain=domain,
+            api_prefix=api_prefix,
+            timeout=timeout,
+            publish_async_max_pending=publish_async_max_pending,
+        )
+
+
+connect = with_client_type(_core_connect, Client)
+"""Connect to NATS: ``await jetstream.connect(...)`` or ``async with jetstream.connect(...)
+as nc``. Takes the options of ``jetstream.core.connect`` and returns a ``Client``."""
