@@ -17,11 +17,14 @@ import datetime as _dt
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._context import Context
+from ._fetch import _Fetch
 from ._leaders import stream_key
-from ._pull import MessageStream, PullOptions, _Fetch
+from ._pull import MessageStream, PullOptions
 from ._push import PushStream
-from ._reader import MessageReader, report_to
+from ._reader import ConsumeContext, MessageReader, report_to
 from ._retry import retry_delay
+from ._stream_consumers import StreamConsumers, stream_consumers
 from .api import AckPolicy, ConsumerAction, ConsumerConfig, DeliverPolicy, ReplayPolicy
 from .consumer import Consumer
 from .errors import JetStreamError, NatsError, StreamNotFoundError
@@ -29,9 +32,7 @@ from .errors import TimeoutError as NatsTimeoutError
 from .message import parse_ack_subject
 
 if TYPE_CHECKING:
-    from ._stream_consumers import StreamConsumers
     from .api import ConsumerInfo
-    from .js import JetStreamContext
     from .message import JsMsg
 
 __all__ = ["OrderedConsumer", "OrderedStream"]
@@ -51,7 +52,7 @@ class OrderedConsumer:
 
     def __init__(
         self,
-        js: JetStreamContext,
+        js: Context,
         stream: str,
         *,
         filter_subjects: Sequence[str] = (),
@@ -109,7 +110,7 @@ class OrderedConsumer:
     @classmethod
     async def create(
         cls,
-        js: JetStreamContext,
+        js: Context,
         stream: str,
         *,
         handle: StreamConsumers | None = None,
@@ -205,7 +206,9 @@ class OrderedConsumer:
             try:
                 handle = self._handle
                 if handle is None:
-                    handle = self._handle = await js.stream(self.stream_name, timeout=wait)
+                    handle = self._handle = await stream_consumers(
+                        js, self.stream_name, timeout=wait
+                    )
                 consumer = await handle._upsert(self._config(), ConsumerAction.CREATE, wait)
             except StreamNotFoundError:
                 raise
@@ -253,7 +256,7 @@ class OrderedConsumer:
         if old is None:
             return
         try:
-            stream = await self._js.stream(self.stream_name)
+            stream = await stream_consumers(self._js, self.stream_name)
             await stream.delete_consumer(old.name)
         except NatsError:
             pass
@@ -373,9 +376,7 @@ class OrderedConsumer:
 
     async def consume(self, handler: Callable[[JsMsg], Awaitable[None] | None], **kw: Any) -> Any:
         """Run ``handler`` for every message in order, in one task (see ``messages``)."""
-        from ._pull import ConsumeContext
-
-        return ConsumeContext(self.messages(**kw), handler)  # type: ignore[arg-type]
+        return ConsumeContext(self.messages(**kw), handler)
 
 
 class OrderedStream(MessageReader):

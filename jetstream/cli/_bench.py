@@ -190,7 +190,7 @@ async def _jetstream(s: Session, payload: bytes, bars: ProgressBars) -> list[Res
             f"or delete it (stream rm {a.stream})"
         )
     cfg = StreamConfig(name=a.stream, subjects=[a.subject], storage=StorageType(a.storage))
-    stream = await s.js.create_stream(cfg)
+    await s.js.create_stream(cfg)
     subs: list[Client] = []
     readers: list[asyncio.Task[None]] = []
     try:
@@ -252,7 +252,7 @@ async def _jetstream(s: Session, payload: bytes, bars: ProgressBars) -> list[Res
         await _close_all(subs, s.timeout)
         if not a.keep:
             try:
-                await stream.js.delete_stream(a.stream)
+                await s.js.delete_stream(a.stream)
             except Exception as exc:  # report, but keep the run's own outcome
                 s.out.warn(f"could not delete the bench stream {a.stream}: {exc}")
 
