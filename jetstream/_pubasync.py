@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from ._api_base import decode_response
-from ._api_stream import PubAck
 from ._retry import attempt_timeout, retry_delay
+from .api import PubAck, decode_response
 from .errors import (
     ConnectionClosedError,
     JetStreamError,
