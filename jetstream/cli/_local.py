@@ -9,7 +9,7 @@ import sys
 import threading
 from types import FrameType
 
-from ..embedded import LOOPBACK, EmbeddedServerError, NatsServer
+from ..testing import LOOPBACK, EmbeddedServerError, NatsServer
 from ._session import DEFAULT_PORT
 
 __all__ = ["run_demo", "run_server"]

