@@ -12,7 +12,8 @@ from ..errors import (
     StreamNameInUseError,
     StreamNotFoundError,
 )
-from .bucket import STREAM_PREFIX, SUBJECT_PREFIX, KeyValue, KeyValueConfig, KeyValueStatus
+from .bucket import KeyValue
+from .config import STREAM_PREFIX, SUBJECT_PREFIX, KeyValueConfig, KeyValueStatus
 from .entry import validate_bucket
 
 if TYPE_CHECKING:
