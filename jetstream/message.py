@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from .core.message import Msg
 from .errors import MsgAlreadyAckedError, NatsError
 from .protocol.headers import Headers, parse_headers
 
 if TYPE_CHECKING:
     from .core.client import Client
 
-__all__ = ["JsMsg", "MsgMetadata", "SequencePair", "parse_ack_subject"]
+# Msg is the core's (jetstream.core.message); it is re-exported here, where it was.
+__all__ = ["JsMsg", "Msg", "MsgMetadata", "SequencePair", "parse_ack_subject"]
 
 _EMPTY_HEADERS = Headers()
 
