@@ -142,8 +142,11 @@ def _run_length(
     ``step`` the length of an op. Each op whose CRLF is followed by the line counts,
     and so does the last one when its CRLF is there. ``rx`` (``_run_pattern``: sep
     and a payload's worth of anything) finds the run in one call to the regular
-    expression engine; without it, a ``startswith`` per op does.
+    expression engine; without it, a ``startswith`` per op does. Zero when the first
+    op ends past ``data`` (a feed cut inside its payload): the loop waits for it.
     """
+    if first > len(data):
+        return 0  # the pattern would match at the end of data, before ``first``: -1 ops
     if rx is None:
         crlf = first
         while data.startswith(sep, crlf):
