@@ -261,9 +261,22 @@ class Parser(BatchParser):
             data = bytes(data)
         ops: list[Op] = []
         try:
-            pos = self._resume(data, ops) if self._tail else 0
-            if pos < 0:
-                return ops
+            pos = 0
+            if self._tail:
+                # Finish the control line begun in an earlier feed: join only
+                # that line (at most max_control_line bytes) with its end.
+                tail = self._tail
+                if tail[-1] == 13 and data[:1] == b"\n":
+                    pos = 1
+                else:
+                    i = data.find(CRLF)
+                    if i < 0:
+                        self._tail = tail + data
+                        self._check_tail(self._tail)
+                        return ops
+                    pos = i + 2
+                self._tail = b""
+                self._scan(tail + data[:pos], 0, ops)
             if self._pending is not None:
                 pos = self._fill(data, pos, ops)
                 if pos < 0:
@@ -287,24 +300,6 @@ class Parser(BatchParser):
             self._error = err
             raise err from None
         return ops
-
-    def _resume(self, data: bytes, ops: list[Op]) -> int:
-        """Finish the control line begun in an earlier feed: join only that line (at
-        most max_control_line bytes) with its end, and parse it. Returns the position
-        in ``data`` after it, or -1 when ``data`` does not end it either (then kept)."""
-        tail = self._tail
-        if tail[-1] == 13 and data[:1] == b"\n":
-            pos = 1
-        else:
-            i = data.find(CRLF)
-            if i < 0:
-                self._tail = tail + data
-                self._check_tail(self._tail)
-                return -1
-            pos = i + 2
-        self._tail = b""
-        self._scan(tail + data[:pos], 0, ops)
-        return pos
 
     def _check_tail(self, tail: bytes) -> bytes:
         """``tail``, an incomplete control line; fails when it is already longer than
