@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0.dev0"
-
 from . import errors
-from ._connect import connect
-from ._events import ConnectionEvent, EventKind, Statistics
+from ._version import __version__
 from .api import (
     AccountInfo,
     AckPolicy,
@@ -23,8 +20,9 @@ from .api import (
     StreamConfig,
     StreamInfo,
 )
-from .client import Client
+from .client import Client, JetStream, connect
 from .consumer import Consumer
+from .core import ConnectionEvent, EventKind, Msg, Statistics, Subscription, make_ssl_context
 from .errors import (
     AuthorizationError,
     BadHeaderError,
@@ -56,7 +54,6 @@ from .errors import (
     StreamNotFoundError,
     TimeoutError,
 )
-from .js import JetStream
 from .kv import (
     KeyValue,
     KeyValueConfig,
@@ -65,7 +62,7 @@ from .kv import (
     KeyValueStatus,
     KeyWatcher,
 )
-from .message import JsMsg, Msg, MsgMetadata
+from .message import JsMsg, MsgMetadata
 from .objectstore import (
     ObjectInfo,
     ObjectLink,
@@ -80,8 +77,6 @@ from .objectstore import (
 from .ordered import OrderedConsumer
 from .protocol.headers import Headers
 from .stream import Stream, StreamMsg
-from .subscription import Subscription
-from .tls import make_ssl_context
 
 __all__ = [
     "AccountInfo",

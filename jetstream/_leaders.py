@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .core.client import Client
     from .protocol.ops import Msg as MsgOp
 
 __all__ = ["LeaderWatch"]

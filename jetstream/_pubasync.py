@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from ._api_base import decode_response
-from ._api_stream import PubAck
 from ._retry import attempt_timeout, retry_delay
+from .api import PubAck, decode_response
 from .errors import (
     ConnectionClosedError,
     JetStreamError,
@@ -39,7 +38,7 @@ from .protocol.headers import HeadersLike, encode_headers
 from .protocol.subjects import next_nuid
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .core.client import Client
     from .protocol.ops import Msg as MsgOp
 
 __all__ = ["AckTracker", "AsyncPublisher"]

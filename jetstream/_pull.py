@@ -1,4 +1,6 @@
-"""Pull consumption: one-shot fetches and the continuous ``MessageStream``.
+"""Pull consumption: what pulls share, and the continuous ``MessageStream``.
+
+(One-shot fetches, ``_Fetch``, are in ``_fetch.py``.)
 
 Both register themselves in the client's sid table on an inbox of their own and
 receive messages straight from the read path (no task, no future per message).
@@ -25,24 +27,20 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
+from ._context import ConsumerHandle
 from ._leaders import consumer_key
 from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs
-from ._retry import retry_delay
-from .api import ConsumerInfo, PullRequest, encode
+from .api import PullRequest, encode
 from .errors import (
     ConsumerDeletedError,
-    ConsumerNotFoundError,
-    DisconnectedError,
     JetStreamError,
     MsgAlreadyAckedError,
     NatsError,
     NoHeartbeatError,
     NoRespondersError,
-    StreamNotFoundError,
 )
 from .message import JsMsg
 from .protocol.headers import (
@@ -52,11 +50,9 @@ from .protocol.headers import (
 )
 
 if TYPE_CHECKING:
-    from ._push import PushStream
-    from .consumer import Consumer
     from .protocol.ops import Msg as MsgOp
 
-__all__ = ["ConsumeContext", "MessageStream", "PullOptions", "fetch"]
+__all__ = ["HB_TICKS", "MessageStream", "PullOptions"]
 
 PIN_ID_HEADER = "Nats-Pin-Id"
 #: heartbeat checks per idle-heartbeat interval (each one reads a flag)
@@ -101,7 +97,7 @@ def _wire_size(op: MsgOp) -> int:
 class _PullBase:
     """An inbox subscription that receives what pull requests deliver."""
 
-    def __init__(self, consumer: Consumer, opts: PullOptions) -> None:
+    def __init__(self, consumer: ConsumerHandle, opts: PullOptions) -> None:
         opts.check()
         js = consumer.js
         self._consumer = consumer
@@ -277,194 +273,6 @@ class _PullBase:
 
 
 # What ends one round of a fetch besides its messages (the result of ``_Fetch._done``).
-_ENDED = 0  # a status ended the request, or the batch is complete
-_PULL_AGAIN = 1  # a reconnect: the request may be lost; pull again at once
-_NO_LEADER = 2  # 503: nobody served the pull (an election, a restart); pull again soon
-
-
-class _Fetch(_PullBase):
-    """One fetch: pulls until ``expires``. With ``recover`` (a durable consumer), a pull
-    that no server answered (503) is asked again with backoff, and one that a reconnect
-    or missed heartbeats say is lost at once, within the same deadline (the missed
-    heartbeats go to the client's error callback); without it (the ordered consumer,
-    which makes its consumer again instead) those end the fetch with an error."""
-
-    def __init__(
-        self,
-        consumer: Consumer,
-        opts: PullOptions,
-        via: JsMsg | None = None,
-        recover: bool = True,
-    ) -> None:
-        super().__init__(consumer, opts)
-        self._done: asyncio.Future[int] = self._loop.create_future()
-        self._bytes = 0
-        self._via = via
-        self._recover = recover
-
-    def _took(self, n: int) -> None:
-        if len(self._buf) >= self._opts.batch:
-            self._end(None)
-
-    def _on_msg(self, msg: JsMsg, size: int) -> None:
-        self._buf.append(msg)
-        self._bytes += size
-        o = self._opts
-        if len(self._buf) >= o.batch or (o.max_bytes is not None and self._bytes >= o.max_bytes):
-            self._end(None)
-
-    def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
-        if status == 100:
-            return
-        low = desc.lower()
-        if status == 409 and ("leadership change" in low or "server shutdown" in low):
-            # The request is gone with the old leader (or server): a durable fetch pulls
-            # again within its expires; the ordered consumer makes its consumer again.
-            if self._recover and not self._opts.no_wait:
-                self._again(_PULL_AGAIN)
-            elif "leadership change" in low:
-                self._end(None)
-            else:
-                self._end(self._status_error(status, desc))
-        elif status in (404, 408) or (
-            status == 409 and ("exceeds maxbytes" in low or "batch completed" in low)
-        ):
-            self._end(None)
-        elif status == 423:  # our pin id is stale: forget it; the next pull competes again
-            self._consumer._pin_id = None
-            self._end(None)
-        elif status == 503 and self._recover and not self._opts.no_wait:
-            self._again(_NO_LEADER)
-        else:
-            self._end(self._status_error(status, desc))
-
-    def _end(self, error: BaseException | None) -> None:
-        if not self._done.done():
-            if error is not None:
-                self._done.set_exception(error)
-            else:
-                self._done.set_result(_ENDED)
-
-    def _again(self, why: int) -> None:
-        if not self._done.done():
-            self._done.set_result(why)
-
-    def _on_leader(self) -> None:
-        # A new consumer leader: a request parked on the old one may be lost.
-        self._again(_PULL_AGAIN)
-
-    def _on_reconnect(self) -> None:
-        if self._recover:
-            self._again(_PULL_AGAIN)
-        else:
-            c = self._consumer
-            self._end(
-                DisconnectedError(
-                    f"reconnected while pulling from consumer {c.name!r} of stream "
-                    f"{c.stream_name!r}: the request may be lost"
-                )
-            )
-
-    def _expecting(self) -> bool:
-        return not self._done.done()
-
-    def _missed_heartbeat(self) -> None:
-        # The request is lost (its server died, its consumer moved): pull again, and
-        # tell the client's error callback; without ``recover`` the caller decides.
-        if self._recover and not self._opts.no_wait:
-            self._nc._report_error(self._missed_error())
-            self._again(_PULL_AGAIN)
-        else:
-            self._end(self._missed_error())
-
-    def _send_pull(self, expires: float) -> None:
-        o = self._opts
-        if self._via is not None:
-            self._ack_next(self._via)
-            self._via = None
-            return
-        batch = o.batch - len(self._buf)
-        nbytes = None if o.max_bytes is None else o.max_bytes - self._bytes
-        self._pull(batch, nbytes, expires)
-
-    async def run(self) -> list[JsMsg]:
-        o = self._opts
-        nc = self._nc
-        loop = self._loop
-        self._subscribe()
-        nc._reconnect_hooks.append(self._on_reconnect)
-        leaders = self._consumer._js._leaders
-        key = ""
-        if self._recover and leaders.active:
-            key = consumer_key(self._consumer.stream_name, self._consumer.name)
-            leaders.add(key, self._on_leader)
-        try:
-            self._send_pull(o.expires)
-            self._arm_heartbeat()
-            end = loop.time() + nc._opts.connect_timeout + (o.expires if not o.no_wait else 0)
-            tries = 0
-            while True:
-                try:
-                    async with asyncio.timeout_at(end + 1.0):
-                        why = await asyncio.shield(self._done)
-                except TimeoutError:
-                    break  # the server never closed the request: return what came
-                except (NoHeartbeatError, NoRespondersError, JetStreamError, DisconnectedError):
-                    if not self._buf or not isinstance(self._done.exception(), NoHeartbeatError):
-                        raise
-                    break
-                if why == _ENDED:
-                    break
-                tries += 1
-                if why == _NO_LEADER:
-                    await self._wait_for_leader(tries, end)
-                left = end - nc._opts.connect_timeout - loop.time()
-                if left < 0.01 or self._closed:
-                    break
-                self._done = loop.create_future()
-                self._seen = True
-                self._send_pull(max(left, 0.01))
-            return list(self._buf)
-        finally:
-            if self._on_reconnect in nc._reconnect_hooks:
-                nc._reconnect_hooks.remove(self._on_reconnect)
-            if key:
-                leaders.remove(key, self._on_leader)
-            self._finish(None)
-            if self._done.done() and not self._done.cancelled():
-                self._done.exception()  # retrieved
-            else:
-                self._done.cancel()
-
-    async def _wait_for_leader(self, tries: int, end: float) -> None:
-        """After a 503: a consumer that does not exist ends the fetch with
-        ``ConsumerNotFoundError``; else wait a backoff before the next pull."""
-        c = self._consumer
-        left = end - self._loop.time()
-        if tries == 1 and left > 0.05:
-            try:
-                await c._js._api(
-                    f"CONSUMER.INFO.{c.stream_name}.{c.name}",
-                    None,
-                    ConsumerInfo,
-                    timeout=min(left, c._js.timeout),
-                )
-            except (ConsumerNotFoundError, StreamNotFoundError):
-                raise
-            except NatsError:
-                pass  # no leader yet, a timeout, a lost connection: try again
-        await asyncio.sleep(min(retry_delay(tries), max(end - self._loop.time(), 0)))
-
-
-async def fetch(
-    consumer: Consumer, opts: PullOptions, via: JsMsg | None = None, recover: bool = True
-) -> list[JsMsg]:
-    """One pull request: up to ``opts.batch`` messages (see ``Consumer.fetch``); with
-    ``via``, the request rides on that message's ``+NXT`` acknowledgement; ``recover``
-    as in ``_Fetch``."""
-    return await _Fetch(consumer, opts, via, recover).run()
-
-
 class MessageStream(_PullBase, MessageReader):
     """Continuous pull consumption: an async iterator of ``JsMsg`` (``Consumer.messages``).
 
@@ -476,7 +284,7 @@ class MessageStream(_PullBase, MessageReader):
     """
 
     def __init__(
-        self, consumer: Consumer, opts: PullOptions, error_cb: ErrorCallback | None
+        self, consumer: ConsumerHandle, opts: PullOptions, error_cb: ErrorCallback | None
     ) -> None:
         super().__init__(consumer, opts)
         b = opts.batch
@@ -746,60 +554,3 @@ class _RetiredInbox:
     def _deliver(self, op: MsgOp) -> None:
         self.received += 1
         self.stream._late(op)
-
-
-class ConsumeContext:
-    """A running ``Consumer.consume(handler)``: one task feeding the handler in order."""
-
-    def __init__(
-        self,
-        stream: MessageStream | PushStream,
-        handler: Callable[[JsMsg], Awaitable[None] | None],
-    ) -> None:
-        self._stream = stream
-        self._handler = handler
-        self._error: NatsError | None = None
-        stream._start()
-        self._task = stream._loop.create_task(self._run(), name="jetstream-consume")
-
-    async def _run(self) -> None:
-        handler = self._handler
-        try:
-            async for msg in self._stream:
-                try:
-                    res = handler(msg)
-                    if res is not None:
-                        await res
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    self._stream._report(exc)
-        except NatsError as exc:
-            self._stream._report(exc)
-            self._error = exc
-
-    @property
-    def closed(self) -> bool:
-        return self._task.done()
-
-    def stop(self) -> None:
-        """Stop consuming now; messages not yet handled are redelivered after ack_wait."""
-        self._stream.stop()
-
-    async def drain(self) -> None:
-        """Stop pulling, handle what is buffered, then end."""
-        await self._stream.drain()
-        await asyncio.gather(self._task, return_exceptions=True)
-
-    async def wait(self) -> None:
-        """Wait until consumption ends; raises the terminal error if there was one."""
-        await asyncio.shield(self._task)
-        if self._error is not None:
-            raise self._error
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.stop()
-        await asyncio.gather(self._task, return_exceptions=True)

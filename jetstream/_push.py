@@ -15,6 +15,7 @@ import asyncio
 from collections import deque
 from typing import TYPE_CHECKING
 
+from ._context import ConsumerHandle
 from ._pull import HB_TICKS
 from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs
 from .errors import ConsumerDeletedError, NoHeartbeatError
@@ -22,7 +23,6 @@ from .message import JsMsg
 from .protocol.headers import parse_headers
 
 if TYPE_CHECKING:
-    from .consumer import Consumer
     from .protocol.ops import Msg as MsgOp
 
 __all__ = ["PushStream"]
@@ -33,7 +33,7 @@ _STALLED = "Nats-Consumer-Stalled"
 class PushStream(MessageReader):
     """Messages of a push consumer, as an async iterator (``Consumer.messages()``)."""
 
-    def __init__(self, consumer: Consumer, *, error_cb: ErrorCallback | None = None) -> None:
+    def __init__(self, consumer: ConsumerHandle, *, error_cb: ErrorCallback | None = None) -> None:
         cfg = consumer.cached_info.config
         js = consumer.js
         self._consumer = consumer

@@ -1,12 +1,13 @@
 """What every JetStream message iterator shares: ``next(timeout)``, the error report,
-``async with``. (Pull, push and ordered streams differ only in how messages arrive.)"""
+``async with``, and ``consume(handler)`` on top (``ConsumeContext``). (Pull, push and
+ordered streams differ only in how messages arrive.)"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Self
@@ -16,10 +17,10 @@ from .errors import TimeoutError as NatsTimeoutError
 from .message import JsMsg
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .core.client import Client
     from .protocol.ops import Msg as MsgOp
 
-__all__ = ["ErrorCallback", "MessageReader", "all_plain", "js_msgs", "report_to"]
+__all__ = ["ConsumeContext", "ErrorCallback", "MessageReader", "all_plain", "js_msgs", "report_to"]
 
 ErrorCallback = Callable[[BaseException], Any]
 
@@ -66,6 +67,7 @@ class MessageReader:
     ``_finish`` and keep received messages in ``_buf``."""
 
     _buf: deque[JsMsg]
+    _loop: asyncio.AbstractEventLoop
     _waiter: asyncio.Future[None] | None
     _draining: bool
     _nc: Client
@@ -140,3 +142,61 @@ class MessageReader:
 
     async def __aexit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ConsumeContext:
+    """A running ``consume(handler)`` (of a consumer or an ordered consumer): one task
+    feeding the handler the messages of a ``MessageReader``, in order."""
+
+    def __init__(
+        self,
+        stream: MessageReader,
+        handler: Callable[[JsMsg], Awaitable[None] | None],
+    ) -> None:
+        self._stream = stream
+        self._handler = handler
+        self._error: NatsError | None = None
+        stream._start()
+        self._task = stream._loop.create_task(self._run(), name="jetstream-consume")
+
+    async def _run(self) -> None:
+        handler = self._handler
+        try:
+            async for msg in self._stream:
+                try:
+                    res = handler(msg)
+                    if res is not None:
+                        await res
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._stream._report(exc)
+        except NatsError as exc:
+            self._stream._report(exc)
+            self._error = exc
+
+    @property
+    def closed(self) -> bool:
+        return self._task.done()
+
+    def stop(self) -> None:
+        """Stop consuming now; messages not yet handled are redelivered after ack_wait."""
+        self._stream.stop()
+
+    async def drain(self) -> None:
+        """Stop pulling, handle what is buffered, then end."""
+        await self._stream.drain()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def wait(self) -> None:
+        """Wait until consumption ends; raises the terminal error if there was one."""
+        await asyncio.shield(self._task)
+        if self._error is not None:
+            raise self._error
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()
+        await asyncio.gather(self._task, return_exceptions=True)

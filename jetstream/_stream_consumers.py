@@ -1,53 +1,50 @@
-"""Consumer management on a stream (mixed into ``Stream``)."""
+"""Consumer management on a stream (the base of ``Stream``)."""
 
 from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ._context import Context, validate_name
 from .api import (
     ConsumerAction,
     ConsumerConfig,
-    ConsumerDeleteResponse,
     ConsumerInfo,
     ConsumerListRequest,
     ConsumerListResponse,
     ConsumerNamesResponse,
-    ConsumerPauseRequest,
     ConsumerPauseResponse,
-    ConsumerResetRequest,
     ConsumerResetResponse,
-    ConsumerUnpinRequest,
-    ConsumerUnpinResponse,
     CreateConsumerRequest,
+    StreamInfo,
+)
+from .consumer import (
+    Consumer,
+    consumer_info,
+    delete_consumer,
+    pause_consumer,
+    reset_consumer,
+    resume_consumer,
+    unpin_consumer,
 )
 from .protocol.subjects import next_nuid
 
-if TYPE_CHECKING:
-    from .api import StreamInfo
-    from .consumer import Consumer
-    from .js import JetStream
-    from .ordered import OrderedConsumer
-
-__all__ = ["StreamConsumers"]
+__all__ = ["StreamConsumers", "stream_consumers"]
 
 
 class StreamConsumers:
     """Create, update, look up, list, pause and delete the consumers of one stream."""
 
-    _js: JetStream
-    name: str
-    cached_info: StreamInfo
+    def __init__(self, js: Context, info: StreamInfo) -> None:
+        self._js = js
+        self.name = info.config.name
+        self.cached_info = info
 
     async def _upsert(
         self, config: ConsumerConfig, action: ConsumerAction, timeout: float | None = None
     ) -> Consumer:
-        from .consumer import Consumer
-        from .js import validate_name
-
         cfg = msgspec.structs.replace(config)
         if cfg.durable_name and cfg.name and cfg.durable_name != cfg.name:
             raise ValueError("durable_name and name differ; give one of them")
@@ -91,16 +88,11 @@ class StreamConsumers:
         Raises:
             ConsumerNotFoundError: there is no such consumer.
         """
-        from .consumer import Consumer
-
         return Consumer(self._js, await self.consumer_info(name))
 
     async def consumer_info(self, name: str) -> ConsumerInfo:
         """A consumer's config and state."""
-        from .js import validate_name
-
-        validate_name("consumer", name)
-        return await self._js._api(f"CONSUMER.INFO.{self.name}.{name}", None, ConsumerInfo)
+        return await consumer_info(self._js, self.name, name)
 
     async def delete_consumer(self, name: str) -> bool:
         """Delete a consumer.
@@ -108,13 +100,7 @@ class StreamConsumers:
         Raises:
             ConsumerNotFoundError: there is no such consumer.
         """
-        from .js import validate_name
-
-        validate_name("consumer", name)
-        resp = await self._js._api(
-            f"CONSUMER.DELETE.{self.name}.{name}", None, ConsumerDeleteResponse
-        )
-        return resp.success
+        return await delete_consumer(self._js, self.name, name)
 
     def consumers(self) -> AsyncIterator[ConsumerInfo]:
         """Every consumer's info (all pages)."""
@@ -136,33 +122,30 @@ class StreamConsumers:
 
     async def pause_consumer(self, name: str, until: _dt.datetime) -> ConsumerPauseResponse:
         """Pause a consumer until ``until`` (a timezone-aware datetime): nothing is delivered."""
-        req = ConsumerPauseRequest(pause_until=until)
-        return await self._js._api(f"CONSUMER.PAUSE.{self.name}.{name}", req, ConsumerPauseResponse)
+        return await pause_consumer(self._js, self.name, name, until)
 
     async def resume_consumer(self, name: str) -> ConsumerPauseResponse:
         """Resume a paused consumer."""
-        return await self._js._api(
-            f"CONSUMER.PAUSE.{self.name}.{name}", ConsumerPauseRequest(), ConsumerPauseResponse
-        )
+        return await resume_consumer(self._js, self.name, name)
 
     async def unpin_consumer(self, name: str, group: str) -> None:
         """Unpin the pinned client of a ``pinned_client`` priority group: the next pull
         of any client in the group gets the pin."""
-        await self._js._api(
-            f"CONSUMER.UNPIN.{self.name}.{name}",
-            ConsumerUnpinRequest(group=group),
-            ConsumerUnpinResponse,
-        )
+        await unpin_consumer(self._js, self.name, name, group)
 
     async def reset_consumer(self, name: str, seq: int | None = None) -> ConsumerResetResponse:
         """Reset a consumer to deliver again from stream sequence ``seq`` (server 2.14+);
         without ``seq`` it restarts from its deliver policy."""
-        req: Any = ConsumerResetRequest(seq=seq if seq is not None else msgspec.UNSET)
-        return await self._js._api(f"CONSUMER.RESET.{self.name}.{name}", req, ConsumerResetResponse)
+        return await reset_consumer(self._js, self.name, name, seq)
 
-    async def ordered_consumer(self, **options: Any) -> OrderedConsumer:
-        """An ordered consumer: every message of the stream exactly once, in order,
-        recreated from the next expected sequence whenever it breaks (see ``ordered.py``)."""
-        from .ordered import OrderedConsumer
 
-        return await OrderedConsumer.create(self._js, self.name, handle=self, **options)
+async def stream_consumers(
+    js: Context, name: str, *, timeout: float | None = None
+) -> StreamConsumers:
+    """The consumer management of the existing stream ``name`` (its info fetched once, as
+    ``js.stream(name)`` fetches it).
+
+    Raises:
+        StreamNotFoundError: there is no such stream.
+    """
+    return StreamConsumers(js, await js._stream_info(name, timeout=timeout))

@@ -26,9 +26,9 @@ from .errors import ProtocolError
 from .errors import TimeoutError as NatsTimeoutError
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .core.client import Client
+    from .core.subscription import Subscription
     from .stream import Stream, StreamMsg
-    from .subscription import Subscription
 
 __all__ = [
     "MAX_DELIVERIES_SUBJECT",

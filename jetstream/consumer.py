@@ -11,17 +11,37 @@ import datetime as _dt
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ._pull import ConsumeContext, MessageStream, PullOptions, fetch
-from ._reader import ErrorCallback
-from .api import ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
+import msgspec
+
+from ._context import Context, validate_name
+from ._fetch import fetch
+from ._pull import MessageStream, PullOptions
+from ._reader import ConsumeContext, ErrorCallback
+from .api import (
+    ConsumerDeleteResponse,
+    ConsumerInfo,
+    ConsumerPauseRequest,
+    ConsumerPauseResponse,
+    ConsumerResetRequest,
+    ConsumerResetResponse,
+    ConsumerUnpinRequest,
+    ConsumerUnpinResponse,
+)
 from .errors import TimeoutError as NatsTimeoutError
 
 if TYPE_CHECKING:
     from ._push import PushStream
-    from .js import JetStream
     from .message import JsMsg
 
-__all__ = ["Consumer"]
+__all__ = [
+    "Consumer",
+    "consumer_info",
+    "delete_consumer",
+    "pause_consumer",
+    "reset_consumer",
+    "resume_consumer",
+    "unpin_consumer",
+]
 
 
 def _default_heartbeat(expires: float) -> float | None:
@@ -32,7 +52,7 @@ def _default_heartbeat(expires: float) -> float | None:
 class Consumer:
     """A handle on one consumer of a stream. ``cached_info`` is from when it was made."""
 
-    def __init__(self, js: JetStream, info: ConsumerInfo) -> None:
+    def __init__(self, js: Context, info: ConsumerInfo) -> None:
         self._js = js
         self.cached_info = info
         self.name = info.name
@@ -44,7 +64,7 @@ class Consumer:
         return f"<Consumer {self.name!r} of stream {self.stream_name!r}>"
 
     @property
-    def js(self) -> JetStream:
+    def js(self) -> Context:
         return self._js
 
     @property
@@ -62,8 +82,8 @@ class Consumer:
 
     async def delete(self) -> bool:
         """Delete this consumer."""
-        stream = await self._js.stream(self.stream_name)
-        return await stream.delete_consumer(self.name)
+        await self._js._stream_info(self.stream_name)
+        return await delete_consumer(self._js, self.stream_name, self.name)
 
     # -- one-shot pulls -------------------------------------------------------------------
 
@@ -206,20 +226,74 @@ class Consumer:
 
     async def pause(self, until: _dt.datetime) -> ConsumerPauseResponse:
         """Deliver nothing until ``until``."""
-        stream = await self._js.stream(self.stream_name)
-        return await stream.pause_consumer(self.name, until)
+        await self._js._stream_info(self.stream_name)
+        return await pause_consumer(self._js, self.stream_name, self.name, until)
 
     async def resume(self) -> ConsumerPauseResponse:
         """Resume a paused consumer."""
-        stream = await self._js.stream(self.stream_name)
-        return await stream.resume_consumer(self.name)
+        await self._js._stream_info(self.stream_name)
+        return await resume_consumer(self._js, self.stream_name, self.name)
 
     async def unpin(self, group: str) -> None:
         """Unpin the pinned client of a priority group."""
-        stream = await self._js.stream(self.stream_name)
-        await stream.unpin_consumer(self.name, group)
+        await self._js._stream_info(self.stream_name)
+        await unpin_consumer(self._js, self.stream_name, self.name, group)
 
     async def reset(self, seq: int | None = None) -> ConsumerResetResponse:
         """Reset to stream sequence ``seq`` (server 2.14+)."""
-        stream = await self._js.stream(self.stream_name)
-        return await stream.reset_consumer(self.name, seq)
+        await self._js._stream_info(self.stream_name)
+        return await reset_consumer(self._js, self.stream_name, self.name, seq)
+
+
+# -- consumers by name (the Stream handle's methods, and the Consumer's above) ----------
+
+
+async def consumer_info(js: Context, stream: str, name: str) -> ConsumerInfo:
+    """A consumer's config and state."""
+    validate_name("consumer", name)
+    return await js._api(f"CONSUMER.INFO.{stream}.{name}", None, ConsumerInfo)
+
+
+async def delete_consumer(js: Context, stream: str, name: str) -> bool:
+    """Delete a consumer.
+
+    Raises:
+        ConsumerNotFoundError: there is no such consumer.
+    """
+    validate_name("consumer", name)
+    resp = await js._api(f"CONSUMER.DELETE.{stream}.{name}", None, ConsumerDeleteResponse)
+    return resp.success
+
+
+async def pause_consumer(
+    js: Context, stream: str, name: str, until: _dt.datetime
+) -> ConsumerPauseResponse:
+    """Pause a consumer until ``until`` (a timezone-aware datetime): nothing is delivered."""
+    req = ConsumerPauseRequest(pause_until=until)
+    return await js._api(f"CONSUMER.PAUSE.{stream}.{name}", req, ConsumerPauseResponse)
+
+
+async def resume_consumer(js: Context, stream: str, name: str) -> ConsumerPauseResponse:
+    """Resume a paused consumer."""
+    return await js._api(
+        f"CONSUMER.PAUSE.{stream}.{name}", ConsumerPauseRequest(), ConsumerPauseResponse
+    )
+
+
+async def unpin_consumer(js: Context, stream: str, name: str, group: str) -> None:
+    """Unpin the pinned client of a ``pinned_client`` priority group: the next pull
+    of any client in the group gets the pin."""
+    await js._api(
+        f"CONSUMER.UNPIN.{stream}.{name}",
+        ConsumerUnpinRequest(group=group),
+        ConsumerUnpinResponse,
+    )
+
+
+async def reset_consumer(
+    js: Context, stream: str, name: str, seq: int | None = None
+) -> ConsumerResetResponse:
+    """Reset a consumer to deliver again from stream sequence ``seq`` (server 2.14+);
+    without ``seq`` it restarts from its deliver policy."""
+    req: Any = ConsumerResetRequest(seq=seq if seq is not None else msgspec.UNSET)
+    return await js._api(f"CONSUMER.RESET.{stream}.{name}", req, ConsumerResetResponse)

@@ -3,24 +3,24 @@
 ``nc.jetstream(domain=None, api_prefix=None, timeout=5.0)`` returns one. Every API
 call is a request on ``<prefix>.<verb>`` (``$JS.API`` by default, ``$JS.<domain>.API``
 for a domain) whose JSON reply is decoded into a typed Struct; an error in the reply
-raises the ``JetStreamApiError`` subclass registered for its ``err_code``.
+raises the ``JetStreamApiError`` subclass registered for its ``err_code``. Publishing
+is mixed in from ``_publish.py``, the dead-letter helpers from ``advisories.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
 
-from ._api_base import ApiResponse
+from ._context import validate_name
 from ._leaders import LeaderWatch
 from ._pubasync import AsyncPublisher
-from ._retry import RETRY_BASE, attempt_timeout, retry_delay
+from ._publish import Publishing
 from .advisories import DeadLetters
 from .api import (
     REQUIRED_API_LEVEL_HEADER,
     AccountInfo,
-    PubAck,
+    ApiResponse,
     StreamConfig,
     StreamDeleteResponse,
     StreamInfo,
@@ -32,72 +32,26 @@ from .api import (
     encode,
     required_api_level,
 )
-from .errors import (
-    BadNameError,
-    DisconnectedError,
-    JetStreamNotEnabledError,
-    NatsError,
-    NoRespondersError,
-    StreamNotFoundError,
-)
+from .core.client import Client
+from .core.message import Msg
+from .errors import JetStreamNotEnabledError, NoRespondersError, StreamNotFoundError
 from .errors import TimeoutError as NatsTimeoutError
-from .kv.manager import KeyValueManager
-from .objectstore.manager import ObjectStoreManager
-from .protocol.headers import (
-    NATS_EXPECTED_LAST_MSG_ID,
-    NATS_EXPECTED_LAST_SEQUENCE,
-    NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
-    NATS_EXPECTED_STREAM,
-    NATS_MSG_ID,
-    NATS_TTL,
-    Headers,
-    HeadersLike,
-)
-from .protocol.subjects import next_nuid
+from .protocol.headers import HeadersLike
+from .stream import Stream
 
-NATS_BATCH_ID = "Nats-Batch-Id"
-NATS_BATCH_SEQUENCE = "Nats-Batch-Sequence"
-NATS_BATCH_COMMIT = "Nats-Batch-Commit"
-
-if TYPE_CHECKING:
-    from .client import Client
-    from .message import Msg
-    from .stream import Stream
-
-__all__ = ["JetStream", "validate_name"]
+__all__ = ["JetStreamContext", "validate_name"]
 
 R = TypeVar("R", bound=ApiResponse)
 T = TypeVar("T")
 
-_BAD_NAME_CHARS = frozenset(" \t\r\n\x00.*>/\\")
 
+class JetStreamContext(Publishing, DeadLetters):
+    """The JetStream context of a connection: streams, publishing, dead letters.
 
-def validate_name(kind: str, name: str) -> None:
-    """Check a stream or consumer name: non-empty, no '.', '*', '>', whitespace or slashes.
-
-    Raises:
-        BadNameError: the name is invalid (nothing is sent).
+    ``nc.jetstream()`` returns a ``jetstream.JetStream``, this class with the KeyValue
+    and ObjectStore bucket management added (``jetstream.client``); the handles of
+    streams, consumers and buckets hold the context they were made from.
     """
-    if not isinstance(name, str) or not name:
-        raise BadNameError(f"{kind} name is required")
-    bad = _BAD_NAME_CHARS.intersection(name)
-    if bad or not name.isprintable():
-        raise BadNameError(f"invalid {kind} name {name!r}: no '.', '*', '>', whitespace or '/'")
-
-
-def ttl_value(ttl: float | str) -> str:
-    """The ``Nats-TTL`` header value for a per-message TTL in seconds (or 'never')."""
-    if isinstance(ttl, str):
-        return ttl
-    if ttl <= 0:
-        raise ValueError("ttl must be positive (or 'never')")
-    if float(ttl).is_integer():
-        return f"{int(ttl)}s"
-    return f"{round(ttl * 1000)}ms"
-
-
-class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
-    """The JetStream context of a connection. Make it with ``nc.jetstream()``."""
 
     def __init__(
         self,
@@ -198,8 +152,6 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
             BadNameError: the name is invalid (nothing is sent).
             StreamNameInUseError: a stream of that name exists with another config.
         """
-        from .stream import Stream
-
         validate_name("stream", config.name)
         info = await self._api(
             f"STREAM.CREATE.{config.name}",
@@ -215,8 +167,6 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
         Raises:
             StreamNotFoundError: there is no such stream.
         """
-        from .stream import Stream
-
         validate_name("stream", config.name)
         info = await self._api(
             f"STREAM.UPDATE.{config.name}",
@@ -249,11 +199,11 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
         Raises:
             StreamNotFoundError: there is no such stream.
         """
-        from .stream import Stream
+        return Stream(self, await self._stream_info(name, timeout=timeout))
 
+    async def _stream_info(self, name: str, *, timeout: float | None = None) -> StreamInfo:
         validate_name("stream", name)
-        info = await self._api(f"STREAM.INFO.{name}", None, StreamInfoResponse, timeout=timeout)
-        return Stream(self, info)
+        return await self._api(f"STREAM.INFO.{name}", None, StreamInfoResponse, timeout=timeout)
 
     def streams(self, *, subject: str | None = None) -> AsyncIterator[StreamInfo]:
         """Every stream's info (all pages), optionally only those holding ``subject``."""
@@ -285,291 +235,6 @@ class JetStream(DeadLetters, KeyValueManager, ObjectStoreManager):
             404, 10059, f"no stream stores subject {subject!r}", request="STREAM.NAMES"
         )
 
-    # -- publishing -------------------------------------------------------------------------
-
-    @staticmethod
-    def _publish_headers(
-        headers: HeadersLike | None,
-        msg_id: str | None,
-        expected_stream: str | None,
-        expected_last_seq: int | None,
-        expected_last_subject_seq: int | None,
-        expected_last_msg_id: str | None,
-        ttl: float | str | None,
-    ) -> HeadersLike | None:
-        if (
-            msg_id is None
-            and expected_stream is None
-            and expected_last_seq is None
-            and expected_last_subject_seq is None
-            and expected_last_msg_id is None
-            and ttl is None
-        ):
-            return headers
-        only_id = (
-            expected_stream is None
-            and expected_last_seq is None
-            and expected_last_subject_seq is None
-            and expected_last_msg_id is None
-            and ttl is None
-        )
-        if only_id and headers is None and msg_id is not None:
-            return {NATS_MSG_ID: msg_id}  # an id alone: a plain dict encodes fastest
-        h = Headers(headers) if isinstance(headers, Mapping) else Headers()
-        if msg_id is not None:
-            h[NATS_MSG_ID] = msg_id
-        if expected_stream is not None:
-            h[NATS_EXPECTED_STREAM] = expected_stream
-        if expected_last_seq is not None:
-            h[NATS_EXPECTED_LAST_SEQUENCE] = str(expected_last_seq)
-        if expected_last_subject_seq is not None:
-            h[NATS_EXPECTED_LAST_SUBJECT_SEQUENCE] = str(expected_last_subject_seq)
-        if expected_last_msg_id is not None:
-            h[NATS_EXPECTED_LAST_MSG_ID] = expected_last_msg_id
-        if ttl is not None:
-            h[NATS_TTL] = ttl_value(ttl)
-        return h
-
-    async def publish(
-        self,
-        subject: str,
-        data: bytes | bytearray | memoryview = b"",
-        *,
-        headers: HeadersLike | None = None,
-        msg_id: str | None = None,
-        expected_stream: str | None = None,
-        expected_last_seq: int | None = None,
-        expected_last_subject_seq: int | None = None,
-        expected_last_msg_id: str | None = None,
-        ttl: float | str | None = None,
-        timeout: float | None = None,
-        retry_attempts: int | None = None,
-        retry_wait: float = RETRY_BASE,
-    ) -> PubAck:
-        """Publish to a stream and wait for its ``PubAck``, for at most ``timeout`` seconds.
-
-        ``timeout`` is the deadline of the whole call, retries included. No
-        responders (a 503: the stream is electing a leader, restarting, or does not
-        exist yet; nothing was stored) is retried with backoff and jitter, from about
-        ``retry_wait`` seconds up to about 1 s, until the deadline. With a ``msg_id``, a
-        lost connection and an attempt left unanswered are retried too: the stream
-        deduplicates the id inside its duplicate window, so a retry never stores the
-        message twice. Without one those raise at once, since the message may have
-        been stored.
-
-        Args:
-            msg_id: ``Nats-Msg-Id``, for deduplication (and safe retries).
-            expected_stream: the stream that must store it (checked by the server,
-                like the other ``expected_*`` options).
-            expected_last_seq: the stream's last sequence must be this.
-            expected_last_subject_seq: the last sequence on ``subject`` must be this.
-            expected_last_msg_id: the stream's last ``Nats-Msg-Id`` must be this.
-            ttl: per-message TTL in seconds (the stream needs ``allow_msg_ttl``).
-            timeout: seconds for the whole call (default: the context's).
-            retry_attempts: an optional cap on the retries (None: until the deadline).
-            retry_wait: the first backoff, in seconds.
-
-        Raises:
-            NoRespondersError: still no stream answered at the deadline (or after
-                ``retry_attempts`` retries); ``attempts`` says how many were made.
-            WrongLastSequenceError, WrongLastMsgIdError, StreamNotMatchError...: a
-                failed expectation (a ``JetStreamApiError``).
-            TimeoutError: no ack in time (``attempts`` and ``__cause__`` say more).
-            DisconnectedError: the connection was lost before the ack, without a
-                ``msg_id`` (the message may have been stored).
-        """
-        h = self._publish_headers(
-            headers,
-            msg_id,
-            expected_stream,
-            expected_last_seq,
-            expected_last_subject_seq,
-            expected_last_msg_id,
-            ttl,
-        )
-        nc = self._nc
-        total = self.timeout if timeout is None else timeout
-        start = nc._loop.time()
-        try:  # the common case: answered at the first attempt
-            first_wait = total if msg_id is None else attempt_timeout(total)
-            msg = await nc.request(subject, data, timeout=first_wait, headers=h)
-            return decode_response(msg.data, PubAck, subject)
-        except NoRespondersError as exc:
-            first: NatsError = exc
-        except (DisconnectedError, NatsTimeoutError) as exc:
-            if msg_id is None:
-                raise
-            first = exc
-        return await self._publish_retry(
-            subject, data, h, msg_id is not None, start + total, first, retry_attempts, retry_wait
-        )
-
-    async def _publish_retry(
-        self,
-        subject: str,
-        data: bytes | bytearray | memoryview,
-        headers: HeadersLike | None,
-        keyed: bool,
-        deadline: float,
-        cause: NatsError,
-        retry_attempts: int | None,
-        retry_wait: float,
-    ) -> PubAck:
-        """The rest of ``publish`` after a first attempt that failed with ``cause``."""
-        nc = self._nc
-        loop = nc._loop
-        attempts = 1
-        while True:
-            left = deadline - loop.time()
-            if retry_attempts is not None and attempts > retry_attempts:
-                raise _gave_up(cause, subject, attempts, f"(retry_attempts={retry_attempts})")
-            if left < 0.01:
-                raise _gave_up(cause, subject, attempts, "before the call's deadline")
-            await asyncio.sleep(min(retry_delay(attempts, base=retry_wait), left / 2))
-            left = deadline - loop.time()
-            attempts += 1
-            try:
-                msg = await nc.request(
-                    subject, data, timeout=attempt_timeout(left) if keyed else left, headers=headers
-                )
-                return decode_response(msg.data, PubAck, subject)
-            except NoRespondersError as exc:
-                cause = exc
-            except (DisconnectedError, NatsTimeoutError) as exc:
-                if not keyed:
-                    raise _gave_up(exc, subject, attempts, "(no msg_id: not retried)") from exc
-                cause = exc
-
-    async def publish_batch(
-        self,
-        messages: Sequence[tuple[str, bytes] | tuple[str, bytes, HeadersLike | None]],
-        *,
-        timeout: float | None = None,
-    ) -> PubAck:
-        """Publish up to 1000 messages as one atomic batch: all are stored, or none.
-
-        The stream needs ``allow_atomic`` (server 2.12+). The first message opens the
-        batch (the server confirms it), the middle ones follow without waiting, and the
-        last one commits it; its ``PubAck`` has ``batch`` and ``count`` set and ``seq``
-        is the sequence of the last message.
-
-        Raises:
-            ValueError: no messages, or more than 1000 (nothing is sent).
-            JetStreamApiError: the server refused the batch (then nothing was stored).
-        """
-        n = len(messages)
-        if not 0 < n <= 1000:
-            raise ValueError(f"an atomic batch holds 1 to 1000 messages, not {n}")
-        t = self.timeout if timeout is None else timeout
-        batch_id = next_nuid()
-        nc = self._nc
-        for i, item in enumerate(messages, 1):
-            subject, data = item[0], item[1]
-            extra = item[2] if len(item) > 2 else None
-            h = Headers(extra) if extra else Headers()
-            h[NATS_BATCH_ID] = batch_id
-            h[NATS_BATCH_SEQUENCE] = str(i)
-            if i == n:
-                h[NATS_BATCH_COMMIT] = "1"
-                msg = await nc.request(subject, data, timeout=t, headers=h)
-                if msg.status == 503:
-                    raise NoRespondersError(f"no stream answered the batch on {subject!r}")
-                return decode_response(msg.data, PubAck, subject)
-            if i == 1:
-                msg = await nc.request(subject, data, timeout=t, headers=h)
-                if msg.status == 503:
-                    raise NoRespondersError(f"no stream answered the batch on {subject!r}")
-                if msg.data:  # an empty reply opens the batch; a PubAck here is an error
-                    decode_response(msg.data, PubAck, subject)
-            else:
-                await nc.publish(subject, data, headers=h)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def publish_async(
-        self,
-        subject: str,
-        data: bytes | bytearray | memoryview = b"",
-        *,
-        headers: HeadersLike | None = None,
-        msg_id: str | None = None,
-        expected_stream: str | None = None,
-        expected_last_seq: int | None = None,
-        expected_last_subject_seq: int | None = None,
-        expected_last_msg_id: str | None = None,
-        ttl: float | str | None = None,
-        timeout: float | None = None,
-    ) -> asyncio.Future[PubAck]:
-        """Publish without waiting for the ack; returns a future of the ``PubAck``.
-
-        At most ``publish_async_max_pending`` publishes (default 4000) are outstanding:
-        when the window is full this waits for room (at most the ack timeout, then
-        ``PublishWindowFullError``). ``timeout`` is the future's deadline: no
-        responders is sent again with backoff until then, and so, with a ``msg_id``,
-        is an attempt left unanswered or cut by a lost connection (sent again once
-        reconnected). The future always resolves: with the ack, the API error,
-        ``NoRespondersError`` or ``TimeoutError`` at the deadline (``attempts`` says how
-        many were made), ``DisconnectedError`` when the connection is lost (without a
-        ``msg_id``), or ``ConnectionClosedError`` on close.
-        """
-        h = (
-            self._publish_headers(
-                headers,
-                msg_id,
-                expected_stream,
-                expected_last_seq,
-                expected_last_subject_seq,
-                expected_last_msg_id,
-                ttl,
-            )
-            if msg_id is not None
-            or ttl is not None
-            or expected_stream is not None
-            or expected_last_seq is not None
-            or expected_last_subject_seq is not None
-            or expected_last_msg_id is not None
-            else headers
-        )
-        pub = self._publisher
-        # The common case without a coroutine of its own: room in the window, socket writable.
-        keyed = msg_id is not None
-        fut = pub.try_publish(subject, data, h, timeout, keyed)
-        if fut is None:
-            return await pub.publish(subject, data, h, timeout, keyed)
-        conn = self._nc._conn
-        if conn is not None and conn.write_paused:
-            await self._nc._wait_writable()
-        return fut
-
-    async def publish_async_complete(self, timeout: float | None = None) -> None:
-        """Wait until every ``publish_async`` future has resolved.
-
-        Raises:
-            TimeoutError: some are still outstanding after ``timeout`` seconds.
-        """
-        await self._publisher.wait_all(self.timeout * 2 if timeout is None else timeout)
-
-    @property
-    def publish_async_pending(self) -> int:
-        """How many ``publish_async`` acks are outstanding."""
-        return self._publisher.pending
-
-
-def _gave_up(cause: NatsError, subject: str, attempts: int, how: str) -> NatsError:
-    """The error a retried publish ends with: the last cause's kind, saying how many
-    attempts were made (also as ``attempts``), with the last cause as ``__cause__``."""
-    if isinstance(cause, NoRespondersError):
-        what = "no stream answered"
-    elif isinstance(cause, DisconnectedError):
-        what = "the connection was lost during"
-    else:
-        what = "no ack came for"
-    exc = type(cause)(
-        f"{what} a publish to {subject!r}: {attempts} attempt(s) {how}; last: {cause}"
-    )
-    exc.attempts = attempts
-    exc.__cause__ = cause
-    return exc
-
 
 def _unset() -> Any:
     import msgspec
@@ -582,7 +247,7 @@ class _Paged(AsyncIterator[T]):
 
     def __init__(
         self,
-        js: JetStream,
+        js: JetStreamContext,
         suffix: str,
         make_request: Callable[[int], Any],
         reply_type: type[Any],

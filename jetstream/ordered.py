@@ -17,11 +17,14 @@ import datetime as _dt
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._context import Context
+from ._fetch import _Fetch
 from ._leaders import stream_key
-from ._pull import MessageStream, PullOptions, _Fetch
+from ._pull import MessageStream, PullOptions
 from ._push import PushStream
-from ._reader import MessageReader, report_to
+from ._reader import ConsumeContext, MessageReader, report_to
 from ._retry import retry_delay
+from ._stream_consumers import StreamConsumers, stream_consumers
 from .api import AckPolicy, ConsumerAction, ConsumerConfig, DeliverPolicy, ReplayPolicy
 from .consumer import Consumer
 from .errors import JetStreamError, NatsError, StreamNotFoundError
@@ -30,9 +33,7 @@ from .message import parse_ack_subject
 from .protocol.subjects import next_nuid
 
 if TYPE_CHECKING:
-    from ._stream_consumers import StreamConsumers
     from .api import ConsumerInfo
-    from .js import JetStream
     from .message import JsMsg
 
 __all__ = ["OrderedConsumer", "OrderedStream"]
@@ -52,7 +53,7 @@ class OrderedConsumer:
 
     def __init__(
         self,
-        js: JetStream,
+        js: Context,
         stream: str,
         *,
         filter_subjects: Sequence[str] = (),
@@ -109,7 +110,12 @@ class OrderedConsumer:
 
     @classmethod
     async def create(
-        cls, js: JetStream, stream: str, *, handle: StreamConsumers | None = None, **options: Any
+        cls,
+        js: Context,
+        stream: str,
+        *,
+        handle: StreamConsumers | None = None,
+        **options: Any,
     ) -> OrderedConsumer:
         """Make the first consumer (``handle``: the stream's, when the caller has it)."""
         oc = cls(js, stream, **options)
@@ -223,7 +229,7 @@ class OrderedConsumer:
                     async with asyncio.timeout(wait) as scope:
                         handle = self._handle
                         if handle is None:
-                            handle = self._handle = await js.stream(self.stream_name)
+                            handle = self._handle = await stream_consumers(js, self.stream_name)
                         config = self._config()
                         config.name = name
                         consumer = await handle._upsert(config, ConsumerAction.CREATE)
@@ -291,7 +297,7 @@ class OrderedConsumer:
         if old is None:
             return
         try:
-            stream = await self._js.stream(self.stream_name)
+            stream = await stream_consumers(self._js, self.stream_name)
             await stream.delete_consumer(old.name)
         except NatsError:
             pass
@@ -415,9 +421,7 @@ class OrderedConsumer:
 
     async def consume(self, handler: Callable[[JsMsg], Awaitable[None] | None], **kw: Any) -> Any:
         """Run ``handler`` for every message in order, in one task (see ``messages``)."""
-        from ._pull import ConsumeContext
-
-        return ConsumeContext(self.messages(**kw), handler)  # type: ignore[arg-type]
+        return ConsumeContext(self.messages(**kw), handler)
 
 
 class OrderedStream(MessageReader):

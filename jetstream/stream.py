@@ -1,7 +1,7 @@
 """The Stream handle: info, purge, message get (API and direct), message delete.
 
-Consumer management on a stream lives in ``_stream_consumers.py`` and is mixed in
-here, so that ``stream.create_or_update_consumer(...)`` reads as in the Go client.
+Consumer management on a stream lives in ``_stream_consumers.py``, the base of
+``Stream``, so that ``stream.create_or_update_consumer(...)`` reads as in the Go client.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ._context import Context
 from ._stream_consumers import StreamConsumers
 from .api import (
     MsgDeleteRequest,
@@ -31,6 +32,7 @@ from .errors import (
     ProtocolError,
 )
 from .errors import TimeoutError as NatsTimeoutError
+from .ordered import OrderedConsumer
 from .protocol.headers import (
     NATS_SEQUENCE,
     NATS_SUBJECT,
@@ -40,8 +42,7 @@ from .protocol.headers import (
 )
 
 if TYPE_CHECKING:
-    from .js import JetStream
-    from .message import Msg
+    from .core.message import Msg
 
 __all__ = ["Stream", "StreamMsg"]
 
@@ -130,17 +131,17 @@ def _status_error(msg: Msg, stream: str, request: str) -> JetStreamApiError:
 class Stream(StreamConsumers):
     """A handle on one stream. ``cached_info`` is the info from when it was made."""
 
-    def __init__(self, js: JetStream, info: StreamInfo) -> None:
-        self._js = js
-        self.name = info.config.name
-        self.cached_info = info
-
     def __repr__(self) -> str:
         return f"<Stream {self.name!r}>"
 
     @property
-    def js(self) -> JetStream:
+    def js(self) -> Context:
         return self._js
+
+    async def ordered_consumer(self, **options: Any) -> OrderedConsumer:
+        """An ordered consumer: every message of the stream exactly once, in order,
+        recreated from the next expected sequence whenever it breaks (see ``ordered.py``)."""
+        return await OrderedConsumer.create(self._js, self.name, handle=self, **options)
 
     async def info(
         self, *, deleted_details: bool = False, subjects_filter: str | None = None

@@ -1,41 +1,18 @@
-"""House rules checked as tests: the sans-IO layer stays sans-IO, modules stay small,
-every public name is exported on purpose."""
+"""House rules checked as tests: every public name is exported on purpose. (The layers,
+the sans-IO protocol and the size of modules are checked by tests/unit/test_layers.py.)"""
 
 from __future__ import annotations
 
-import ast
 import importlib
+import inspect
 import pkgutil
-from pathlib import Path
-
-import pytest
 
 import jetstream
-
-PACKAGE = Path(jetstream.__file__).parent
-MAX_LINES = 800
-
-
-def _modules() -> list[Path]:
-    return sorted(PACKAGE.rglob("*.py"))
-
-
-@pytest.mark.parametrize("path", sorted((PACKAGE / "protocol").glob("*.py")), ids=str)
-def test_protocol_imports_no_io(path: Path) -> None:
-    tree = ast.parse(path.read_text())
-    imported: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            imported.add(node.module.split(".")[0])
-    assert not imported & {"asyncio", "socket", "ssl", "selectors"}, path
-
-
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_module_is_small(path: Path) -> None:
-    lines = len(path.read_text().splitlines())
-    assert lines <= MAX_LINES, f"{path.name} has {lines} lines; split it"
+import jetstream.core
+from jetstream.advisories import DeadLetters
+from jetstream.js import JetStreamContext
+from jetstream.kv.manager import KeyValueManager
+from jetstream.objectstore.manager import ObjectStoreManager
 
 
 def test_every_module_declares_all() -> None:
@@ -60,3 +37,21 @@ def test_top_level_exports() -> None:
         assert name in jetstream.__all__
     assert issubclass(jetstream.TimeoutError, TimeoutError)
     assert issubclass(jetstream.BadSubjectError, ValueError)
+
+
+def test_connect_hands_out_the_composed_client() -> None:
+    """``jetstream.connect`` takes the options of the core's and makes the ``Client`` that
+    has ``jetstream()``; the core client has none (the core knows nothing of JetStream)."""
+    assert inspect.signature(jetstream.connect) == inspect.signature(jetstream.core.connect)
+    assert jetstream.connect.__doc__ == jetstream.core.connect.__doc__
+    assert jetstream.connect("nats://127.0.0.1:1")._client_type is jetstream.Client
+    assert jetstream.core.connect("nats://127.0.0.1:1")._client_type is jetstream.core.Client
+    assert issubclass(jetstream.Client, jetstream.core.Client)
+    assert not hasattr(jetstream.core.Client, "jetstream")
+    # What nc.jetstream() returns: the context with the bucket management of the views.
+    for base in (JetStreamContext, DeadLetters, KeyValueManager, ObjectStoreManager):
+        assert issubclass(jetstream.JetStream, base), base
+    for name in ("key_value", "create_key_value", "object_store", "create_object_store"):
+        assert not hasattr(JetStreamContext, name), name
+        assert callable(getattr(jetstream.JetStream, name)), name
+    assert callable(jetstream.JetStream.dead_letters)

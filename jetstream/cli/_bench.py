@@ -15,11 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .._connect import connect
 from ..api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
-from ..client import Client
+from ..client import Client, connect
+from ..core.message import Msg
 from ..errors import StreamNotFoundError
-from ..message import Msg
 from ._output import ProgressBars
 from ._session import DEFAULT_URL, Session, connect_options
 from ._util import CliError, bounded, fmt_bytes, fmt_num, redact_url
@@ -191,7 +190,7 @@ async def _jetstream(s: Session, payload: bytes, bars: ProgressBars) -> list[Res
             f"or delete it (stream rm {a.stream})"
         )
     cfg = StreamConfig(name=a.stream, subjects=[a.subject], storage=StorageType(a.storage))
-    stream = await s.js.create_stream(cfg)
+    await s.js.create_stream(cfg)
     subs: list[Client] = []
     readers: list[asyncio.Task[None]] = []
     try:
@@ -253,7 +252,7 @@ async def _jetstream(s: Session, payload: bytes, bars: ProgressBars) -> list[Res
         await _close_all(subs, s.timeout)
         if not a.keep:
             try:
-                await stream.js.delete_stream(a.stream)
+                await s.js.delete_stream(a.stream)
             except Exception as exc:  # report, but keep the run's own outcome
                 s.out.warn(f"could not delete the bench stream {a.stream}: {exc}")
 

@@ -15,8 +15,8 @@ from ._session import Session
 from ._util import CliError, b64, bounded, headers_dict
 
 if TYPE_CHECKING:
-    from ..message import Msg
-    from ..subscription import Subscription
+    from ..core.message import Msg
+    from ..core.subscription import Subscription
 
 __all__ = [
     "body_of",

@@ -9,7 +9,7 @@ import sys
 import threading
 from types import FrameType
 
-from ..embedded import LOOPBACK, EmbeddedServerError, NatsServer
+from ..testing import LOOPBACK, EmbeddedServerError, NatsServer
 from ._session import DEFAULT_PORT
 
 __all__ = ["run_demo", "run_server"]
@@ -83,8 +83,8 @@ def run_demo() -> int:
     """Start an embedded server and run the seed's confirmed-ack example on it."""
     import asyncio
 
-    from .._connect import connect
     from .._demo import confirmed_ack
+    from ..client import connect
 
     async def demo(url: str) -> None:
         async with connect(url) as nc:

@@ -11,14 +11,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._connect import connect
-from ..tls import make_ssl_context
+from ..client import connect
+from ..core.tls import make_ssl_context
 from ._output import Output
 from ._util import bounded, one_line, redact_url
 
 if TYPE_CHECKING:
-    from ..client import Client
-    from ..js import JetStream
+    from ..client import Client, JetStream
 
 __all__ = [
     "DEFAULT_PORT",

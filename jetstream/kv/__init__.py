@@ -8,7 +8,8 @@ async with kv.watch("a.>") as w:
         ...
 """
 
-from .bucket import KeyValue, KeyValueConfig, KeyValueStatus
+from .bucket import KeyValue
+from .config import KeyValueConfig, KeyValueStatus
 from .entry import (
     KeyValueEntry,
     KeyValueOp,

@@ -12,12 +12,13 @@ from ..errors import (
     StreamNameInUseError,
     StreamNotFoundError,
 )
-from .bucket import STREAM_PREFIX, SUBJECT_PREFIX, KeyValue, KeyValueConfig, KeyValueStatus
+from .bucket import KeyValue
+from .config import STREAM_PREFIX, SUBJECT_PREFIX, KeyValueConfig, KeyValueStatus
 from .entry import validate_bucket
 
 if TYPE_CHECKING:
     from ..api import StreamConfig, StreamInfo
-    from ..client import Client
+    from ..core.client import Client
     from ..stream import Stream
 
 __all__ = ["KeyValueManager"]

@@ -35,7 +35,7 @@ after the marker.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 from ..api import DeliverPolicy
 from ..errors import NatsError
@@ -44,9 +44,18 @@ from .entry import KeyValueEntry, KeyValueOp, operation_of, validate_key_filter
 
 if TYPE_CHECKING:
     from ..ordered import OrderedConsumer, OrderedStream
-    from .bucket import KeyValue
+    from ..stream import Stream
 
 __all__ = ["KeyWatcher"]
+
+
+class _Bucket(Protocol):
+    """What a watcher reads of its bucket (``bucket.KeyValue``)."""
+
+    bucket: str
+    #: the subject prefix its keys are stored under
+    _pre: str
+    _stream: Stream
 
 
 class KeyWatcher:
@@ -68,7 +77,7 @@ class KeyWatcher:
 
     def __init__(
         self,
-        kv: KeyValue,
+        kv: _Bucket,
         filters: Sequence[str],
         *,
         include_history: bool = False,

@@ -1,6 +1,7 @@
 """The object store: files of any size in a JetStream stream, chunked and digested
 (see ``store.py`` for the layout, ``reader.py`` for streaming reads)."""
 
+from ._input import ObjectData
 from .manager import ObjectStoreManager, object_store_stream_config
 from .meta import (
     DEFAULT_CHUNK_SIZE,
@@ -12,7 +13,8 @@ from .meta import (
     ObjectStoreStatus,
 )
 from .reader import ObjectReader
-from .store import ObjectData, ObjectStore, ObjectWatcher
+from .store import ObjectStore
+from .watcher import ObjectWatcher
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",

@@ -17,8 +17,8 @@ from ..errors import (
     StreamNameInUseError,
     StreamNotFoundError,
 )
-from .meta import ObjectStoreConfig, ObjectStoreStatus
-from .store import ObjectStore, status_from_info, validate_bucket
+from .meta import ObjectStoreConfig, ObjectStoreStatus, status_from_info
+from .store import ObjectStore, validate_bucket
 
 if TYPE_CHECKING:
     from ..api import StreamInfo

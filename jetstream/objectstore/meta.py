@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from ..api import Placement, StorageType
+from ..api import Placement, StorageType, StreamInfo
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -221,3 +221,22 @@ class ObjectStoreStatus(msgspec.Struct, kw_only=True, frozen=True):
     backing_store: str = "JetStream"
     #: the backing stream's info (a ``StreamInfo``)
     stream_info: Any = None
+
+
+def status_from_info(bucket: str, info: StreamInfo) -> ObjectStoreStatus:
+    """The status of a bucket from the info of its ``OBJ_<bucket>`` stream."""
+    cfg = info.config
+    ttl = cfg.max_age if isinstance(cfg.max_age, float) else 0.0
+    comp = cfg.compression
+    return ObjectStoreStatus(
+        bucket=bucket,
+        description=cfg.description if isinstance(cfg.description, str) else "",
+        ttl=float(ttl),
+        storage=cfg.storage,
+        replicas=cfg.num_replicas if isinstance(cfg.num_replicas, int) else 1,
+        sealed=cfg.sealed is True,
+        size=info.state.bytes,
+        compressed=isinstance(comp, str) and comp == "s2",
+        metadata=dict(cfg.metadata) if isinstance(cfg.metadata, dict) else {},
+        stream_info=info,
+    )

@@ -11,14 +11,27 @@ from __future__ import annotations
 
 import hashlib
 import io
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 from ..errors import DigestMismatchError, ObjectStoreError
 from .meta import DEFAULT_CHUNK_SIZE, ObjectInfo, decode_digest
 
 if TYPE_CHECKING:
     from ..ordered import OrderedConsumer, OrderedStream
-    from .store import ObjectStore
+    from ..stream import Stream
+
+
+class _Store(Protocol):
+    """What a reader uses of its bucket (``store.ObjectStore``)."""
+
+    async def _resolve(self, name: str, show_deleted: bool) -> tuple[_Store, ObjectInfo]: ...
+
+    async def _get_stream(self) -> Stream: ...
+
+    def _chunk_subject(self, nuid: str) -> str: ...
+
+    async def _delete_consumer_quietly(self, name: str) -> None: ...
+
 
 __all__ = ["ObjectReader"]
 
@@ -42,7 +55,7 @@ class ObjectReader:
     recorded size or digest: treat everything read so far as suspect then.
     """
 
-    def __init__(self, store: ObjectStore, name: str, *, show_deleted: bool = False) -> None:
+    def __init__(self, store: _Store, name: str, *, show_deleted: bool = False) -> None:
         self._store = store
         self._name = name
         self._show_deleted = show_deleted

@@ -25,17 +25,16 @@ import asyncio
 import base64
 import datetime as _dt
 import hashlib
-import inspect
 import os
 import pathlib
 import re
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any, Self
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..api import DeliverPolicy, PubAck
+from ..api import PubAck
 from ..errors import (
     MessageNotFoundError,
     NatsError,
@@ -46,6 +45,7 @@ from ..errors import (
 )
 from ..protocol.headers import NATS_ROLLUP
 from ..protocol.subjects import next_nuid
+from ._input import ObjectData, _chunks
 from .meta import (
     DEFAULT_CHUNK_SIZE,
     ObjectInfo,
@@ -58,33 +58,22 @@ from .meta import (
     format_digest,
     format_time,
     normalize_headers,
+    status_from_info,
 )
 from .reader import ObjectReader
+from .watcher import ObjectWatcher
 
 if TYPE_CHECKING:
-    from ..api import StreamInfo
-    from ..js import JetStream
-    from ..ordered import OrderedConsumer, OrderedStream
+    from ..js import JetStreamContext
     from ..stream import Stream, StreamMsg
 
-__all__ = ["ObjectData", "ObjectStore", "ObjectWatcher", "validate_bucket"]
+__all__ = ["ObjectStore", "validate_bucket"]
 
 #: Bytes of chunks a put keeps awaiting their acks (bounds its memory).
 PUT_WINDOW = 8 * 1024 * 1024
 
 _BUCKET = re.compile(r"^[a-zA-Z0-9_-]+$")
 _ROLLUP = {NATS_ROLLUP: "sub"}
-
-#: What ``put`` accepts: bytes, a binary file object, a path, or (async) iterables of bytes.
-ObjectData = (
-    bytes
-    | bytearray
-    | memoryview
-    | os.PathLike[str]
-    | IO[bytes]
-    | AsyncIterable[bytes | bytearray | memoryview]
-    | Iterable[bytes | bytearray | memoryview]
-)
 
 
 def validate_bucket(bucket: str) -> None:
@@ -111,7 +100,7 @@ class ObjectStore:
     """One object store bucket. Get it from ``js.create_object_store(...)`` or
     ``js.object_store(bucket)``."""
 
-    def __init__(self, js: JetStream, bucket: str, stream: Stream | None = None) -> None:
+    def __init__(self, js: JetStreamContext, bucket: str, stream: Stream | None = None) -> None:
         self._js = js
         self.bucket = bucket
         self.stream_name = f"OBJ_{bucket}"
@@ -128,7 +117,7 @@ class ObjectStore:
         return self.bucket
 
     @property
-    def js(self) -> JetStream:
+    def js(self) -> JetStreamContext:
         return self._js
 
     # -- subjects and lookups -------------------------------------------------------------
@@ -530,186 +519,3 @@ class ObjectStore:
     async def destroy(self) -> bool:
         """Delete the bucket and every object in it."""
         return await self._js.delete_stream(self.stream_name)
-
-
-def status_from_info(bucket: str, info: StreamInfo) -> ObjectStoreStatus:
-    cfg = info.config
-    ttl = cfg.max_age if isinstance(cfg.max_age, float) else 0.0
-    comp = cfg.compression
-    return ObjectStoreStatus(
-        bucket=bucket,
-        description=cfg.description if isinstance(cfg.description, str) else "",
-        ttl=float(ttl),
-        storage=cfg.storage,
-        replicas=cfg.num_replicas if isinstance(cfg.num_replicas, int) else 1,
-        sealed=cfg.sealed is True,
-        size=info.state.bytes,
-        compressed=isinstance(comp, str) and comp == "s2",
-        metadata=dict(cfg.metadata) if isinstance(cfg.metadata, dict) else {},
-        stream_info=info,
-    )
-
-
-class ObjectWatcher:
-    """Async iterator of ``ObjectInfo`` (and one ``None`` after the initial values)."""
-
-    def __init__(
-        self, store: ObjectStore, include_history: bool, ignore_deletes: bool, updates_only: bool
-    ) -> None:
-        self._store = store
-        self._history = include_history
-        self._ignore_deletes = ignore_deletes
-        self._updates_only = updates_only
-        self._it: OrderedStream | None = None
-        self._oc: OrderedConsumer | None = None
-        self._marker = not updates_only  # a None is still owed
-        self._init_left = -1
-        self._stopped = False
-
-    async def _start(self) -> None:
-        store = self._store
-        stream = await store._get_stream()
-        if self._updates_only:
-            policy = DeliverPolicy.NEW
-        elif self._history:
-            policy = DeliverPolicy.ALL
-        else:
-            policy = DeliverPolicy.LAST_PER_SUBJECT
-        oc = self._oc = await stream.ordered_consumer(
-            filter_subjects=[store._meta_prefix + ">"],
-            deliver_policy=policy,
-            inactive_threshold=30.0,
-        )
-        consumer = oc.consumer
-        pending = consumer.cached_info.num_pending if consumer is not None else 0
-        self._init_left = pending
-        self._it = oc.messages(max_messages=256)
-
-    async def __aenter__(self) -> Self:
-        await self._start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def stop(self) -> None:
-        """End the iteration (the consumer expires by itself; ``close`` removes it now)."""
-        self._stopped = True
-        if self._it is not None:
-            self._it.stop()
-
-    async def close(self) -> None:
-        """End the iteration and delete the consumer underneath."""
-        self.stop()
-        oc, self._oc = self._oc, None
-        if oc is not None and oc.consumer is not None:
-            await self._store._delete_consumer_quietly(oc.consumer.name)
-
-    def __aiter__(self) -> AsyncIterator[ObjectInfo | None]:
-        return self
-
-    async def __anext__(self) -> ObjectInfo | None:
-        if self._stopped:
-            raise StopAsyncIteration
-        if self._it is None:
-            await self._start()
-        assert self._it is not None
-        while True:
-            if self._marker and self._init_left == 0:
-                self._marker = False
-                return None
-            msg = await self._it.__anext__()
-            if self._init_left > 0:
-                self._init_left = msg.metadata.num_pending
-            try:
-                info = decode_info(msg.data)
-            except msgspec.DecodeError:
-                continue
-            if info.deleted and self._ignore_deletes:
-                continue
-            ts = msg.metadata.timestamp
-            return msgspec.structs.replace(info, mtime=format_time(ts))
-
-
-async def _chunks(data: ObjectData, size: int) -> AsyncIterator[bytes | bytearray | memoryview]:
-    """Cut any accepted input into chunks of ``size`` bytes (the last one shorter)."""
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        view = memoryview(data).cast("B")
-        for i in range(0, len(view), size):
-            yield view[i : i + size]
-        return
-    if isinstance(data, str):
-        raise TypeError(
-            "put got a str: pass a pathlib.Path (or use put_file) for a file, "
-            "or encode text to bytes"
-        )
-    if isinstance(data, os.PathLike):
-        with open(data, "rb", buffering=0) as f:  # noqa: ASYNC230 (see get_file)
-            while chunk := _read_full(f, size):
-                yield chunk
-        return
-    read = getattr(data, "read", None)
-    if read is not None:
-        while True:
-            chunk = read(size)
-            if inspect.isawaitable(chunk):
-                chunk = await chunk
-            if not chunk:
-                return
-            if len(chunk) < size:
-                # A short read is not the end of a pipe or socket: fill the chunk.
-                parts = [chunk]
-                got = len(chunk)
-                while got < size:
-                    more = read(size - got)
-                    if inspect.isawaitable(more):
-                        more = await more
-                    if not more:
-                        break
-                    parts.append(more)
-                    got += len(more)
-                chunk = b"".join(parts)
-                yield chunk
-                if got < size:
-                    return
-                continue
-            yield chunk
-    if isinstance(data, AsyncIterable):
-        pieces: AsyncIterable[Any] = data
-    elif isinstance(data, Iterable):
-        pieces = _aiter_sync(data)
-    else:
-        raise TypeError(
-            f"cannot put a {type(data).__name__}: give bytes, a file, a path or an iterable"
-        )
-    buf = bytearray()
-    async for piece in pieces:
-        if not buf and len(piece) == size:
-            yield bytes(piece)
-            continue
-        buf += piece
-        while len(buf) >= size:
-            yield bytes(buf[:size])
-            del buf[:size]
-    if buf:
-        yield bytes(buf)
-
-
-def _read_full(f: Any, size: int) -> bytes:
-    chunk: bytes = f.read(size)
-    if chunk and len(chunk) < size:
-        parts = [chunk]
-        got = len(chunk)
-        while got < size:
-            more = f.read(size - got)
-            if not more:
-                break
-            parts.append(more)
-            got += len(more)
-        chunk = b"".join(parts)
-    return chunk
-
-
-async def _aiter_sync(items: Iterable[Any]) -> AsyncIterator[Any]:
-    for item in items:
-        yield item

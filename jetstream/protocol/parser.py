@@ -17,8 +17,9 @@ Design notes (this is the receive hot path):
 * Runs of small messages of one shape (the usual subscription or consumer
   traffic) are parsed in batch: ``data.split(CRLF)`` then one C-level pass
   (``map``, ``zip``, ``join``, ``count``) per column instead of a Python loop
-  per op; see ``Parser._batch``. The batch is checked to be exactly what the
-  op-by-op loop would return, and the loop takes over for anything else.
+  per op; see ``BatchParser._batch`` (``_batch.py``). The batch is checked to be
+  exactly what the op-by-op loop would return, and the loop takes over for
+  anything else.
 * Each payload is copied once, by the slice or split that makes it a
   ``bytes`` object. A payload that arrives in pieces is not copied while it is
   incomplete: the parser remembers the parsed control line and keeps
@@ -42,12 +43,14 @@ from __future__ import annotations
 
 import re
 from itertools import repeat
-from operator import add
 
 import msgspec
 
 from jetstream.errors import ProtocolError
 from jetstream.protocol.ops import OK, PING, PONG, Err, Info, Msg, Op
+
+from ._batch import PROBE, PROBE_LINES, BatchParser
+from ._common import CRLF, HDR_PLAIN, quote, status_of
 
 __all__ = ["DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD", "Parser"]
 
@@ -58,20 +61,9 @@ DEFAULT_MAX_PAYLOAD = 64 * 1024 * 1024
 """Accept messages up to the largest ``max_payload`` a server can be configured with
 until ``INFO`` tells the client the real limit."""
 
-_CRLF = b"\r\n"
-_SNIP = 64  # bytes of offending input quoted in error messages
 _SMALL_PIECE = 4096  # pieces of a split payload below this size are copied, not referenced
-_HDR_PLAIN = b"NATS/1.0\r\n"  # header block with no inline status: the common case
 _INT_CACHE = 1024  # distinct sid/size texts remembered by the op-by-op loop
 _LINE_CACHE = 256  # distinct MSG control lines remembered by the op-by-op loop
-_SEP = b" \0 "  # joins control lines in Parser._batch
-# Batch parsing (see Parser._batch) is tried when the data starts with MSG or
-# HMSG and holds at least _PROBE_LINES CRLFs in its first _PROBE bytes (small
-# ops), and used for runs of at least _BATCH_MIN ops.
-_BATCH_MIN = 4
-_PROBE = 2048
-_PROBE_LINES = 16
-_COOLDOWN_MAX = 64  # after failed batch attempts, skip at most this many feeds
 # A run of one repeated MSG control line is found with a regular expression (one per
 # line, at most _RUN_CACHE kept) when at least _RUN_PATTERN_MIN more ops could follow.
 _RUN_PATTERN_MIN = 4
@@ -83,67 +75,41 @@ _info_decoder = msgspec.json.Decoder(Info)
 _Pending = tuple[str, int, str | None, int, int]
 
 
-def _q(data: bytes | bytearray | memoryview) -> str:
-    """Quote at most ``_SNIP`` bytes of ``data`` for an error message."""
-    if len(data) > _SNIP:
-        return repr(bytes(data[:_SNIP])) + f"... ({len(data)} bytes)"
-    return repr(bytes(data))
+# The errors of the op-by-op loop, made out of it (the loop only raises them).
 
 
-def _status(block: bytes) -> int:
-    """The status code on the first line of a header block (``NATS/1.0 503``), or 0.
-
-    Raises ProtocolError when the block does not start with ``NATS/1.0`` or the
-    code is not three digits.
-    """
-    if not block.startswith(b"NATS/1.0"):
-        raise ProtocolError(f"expected a header block starting with b'NATS/1.0', got {_q(block)}")
-    eol = block.find(_CRLF)
-    line = block[8:] if eol < 0 else block[8:eol]
-    if not line or line.isspace():
-        return 0
-    code = line.split(None, 1)[0]
-    if line[0] not in b" \t" or len(code) != 3 or not code.isdigit():
-        raise ProtocolError(
-            "expected b'NATS/1.0' optionally followed by a 3-digit status code, "
-            f"got {_q(block[: eol if eol >= 0 else len(block)])}"
-        )
-    return int(code)
+def _line_too_long(data: bytes, pos: int, end: int, max_line: int) -> ProtocolError:
+    return ProtocolError(
+        f"expected a control line of at most {max_line} bytes, "
+        f"got {end - pos} bytes: {quote(data[pos:end])}"
+    )
 
 
-def _same_numbers(texts: list[bytes], values: list[int]) -> bool:
-    """Whether ``int(texts[i]) == values[i]`` for all i, each text being ASCII digits.
-
-    Sizes of small messages repeat, so ``int()`` runs once per distinct text;
-    when they do not, one comparison of two joined strings replaces an
-    ``int()`` per op (then text with leading zeros does not match, and the
-    op-by-op loop parses it).
-    """
-    distinct = set(texts)
-    if len(distinct) * 8 > len(texts):
-        return b" ".join(texts) == " ".join(map(str, values)).encode()
-    if not b"".join(distinct).isdigit():
-        return False
-    table = {text: int(text) for text in distinct}
-    return list(map(table.__getitem__, texts)) == values
+def _wrong_fields(op: str, nargs: int, line: bytes) -> ProtocolError:
+    form = (
+        "MSG <subject> <sid> [reply] <size>"
+        if op == "MSG"
+        else "HMSG <subject> <sid> [reply] <header size> <total size>"
+    )
+    return ProtocolError(f"expected '{form}', got {nargs} field(s): {quote(line)}")
 
 
-def _int_column(texts: list[bytes]) -> list[int]:
-    """``int()`` of each of ``texts`` (ASCII digits), once per distinct text."""
-    distinct = set(texts)
-    if len(distinct) * 8 > len(texts):
-        return list(map(int, texts))
-    table = {text: int(text) for text in distinct}
-    return list(map(table.__getitem__, texts))
+def _too_big(op: str, max_payload: int, size: int, line: bytes) -> ProtocolError:
+    article = "a" if op == "MSG" else "an"
+    return ProtocolError(
+        f"expected {article} {op} of at most max_payload={max_payload} bytes, "
+        f"got {size}: {quote(line)}"
+    )
 
 
-def _decode_column(texts: list[bytes]) -> list[str]:
-    """UTF-8 decode each of ``texts``, once per distinct text (equal subjects share a str)."""
-    distinct = set(texts)
-    if len(distinct) * 8 > len(texts):
-        return list(map(bytes.decode, texts))
-    table = {text: text.decode() for text in distinct}
-    return list(map(table.__getitem__, texts))
+def _headers_too_big(hdr_len: int, size: int, line: bytes) -> ProtocolError:
+    return ProtocolError(
+        f"expected an HMSG header size <= total size, got {hdr_len} > {size}: {quote(line)}"
+    )
+
+
+def _no_crlf(what: str, line: bytes, trailer: bytes) -> ProtocolError:
+    return ProtocolError(f"expected CRLF after the {what} of {quote(line)}, got {quote(trailer)}")
 
 
 def _gather(parts: list[bytes | bytearray | memoryview], start: int, stop: int) -> bytes:
@@ -176,8 +142,11 @@ def _run_length(
     ``step`` the length of an op. Each op whose CRLF is followed by the line counts,
     and so does the last one when its CRLF is there. ``rx`` (``_run_pattern``: sep
     and a payload's worth of anything) finds the run in one call to the regular
-    expression engine; without it, a ``startswith`` per op does.
+    expression engine; without it, a ``startswith`` per op does. Zero when the first
+    op ends past ``data`` (a feed cut inside its payload): the loop waits for it.
     """
+    if first > len(data):
+        return 0  # the pattern would match at the end of data, before ``first``: -1 ops
     if rx is None:
         crlf = first
         while data.startswith(sep, crlf):
@@ -191,7 +160,7 @@ def _run_length(
     return k
 
 
-class Parser:
+class Parser(BatchParser):
     r"""Turns the byte stream of one server connection into ops.
 
     >>> parser = Parser()
@@ -219,12 +188,10 @@ class Parser:
     """
 
     __slots__ = (
-        "_cooldown",
         "_error",
         "_have",
         "_ints",
         "_lines",
-        "_misses",
         "_msg",
         "_parts",
         "_pending",
@@ -302,7 +269,7 @@ class Parser:
                 if tail[-1] == 13 and data[:1] == b"\n":
                     pos = 1
                 else:
-                    i = data.find(_CRLF)
+                    i = data.find(CRLF)
                     if i < 0:
                         self._tail = tail + data
                         self._check_tail(self._tail)
@@ -321,7 +288,9 @@ class Parser:
             self._error = exc
             raise
         except UnicodeDecodeError as exc:
-            err = ProtocolError(f"expected a UTF-8 subject or reply subject, got {_q(exc.object)}")
+            err = ProtocolError(
+                f"expected a UTF-8 subject or reply subject, got {quote(exc.object)}"
+            )
             err.ops = ops
             self._error = err
             raise err from None
@@ -332,22 +301,30 @@ class Parser:
             raise err from None
         return ops
 
-    def _check_tail(self, tail: bytes) -> None:
-        """Fail when an incomplete control line is already longer than allowed."""
+    def _check_tail(self, tail: bytes) -> bytes:
+        """``tail``, an incomplete control line; fails when it is already longer than
+        allowed."""
         size = len(tail) - 1 if tail[-1:] == b"\r" else len(tail)
         if size > self.max_control_line:
             raise ProtocolError(
                 f"expected a control line of at most {self.max_control_line} bytes "
-                f"ending in CRLF, got {len(tail)} bytes without CRLF: {_q(tail)}"
+                f"ending in CRLF, got {len(tail)} bytes without CRLF: {quote(tail)}"
             )
+        return tail
 
     def _scan(self, data: bytes, pos: int, ops: list[Op]) -> None:
-        """Parse the ops in ``data[pos:]``; keep the incomplete tail as state."""
+        """Parse the ops in ``data[pos:]``; keep the incomplete tail as state.
+
+        The per-op work is all inline (a call per op would cost more than the rest of
+        a small message's parse): a control line seen before is looked up, MSG and HMSG
+        are parsed here; a run of one repeated line goes to ``_run``, anything else to
+        ``_control``, an error is made out of the loop and raised.
+        """
         if self._cooldown:
             self._cooldown -= 1
         elif (data.startswith(b"MSG ", pos) or data.startswith(b"HMSG ", pos)) and data.count(
-            _CRLF, pos, pos + _PROBE
-        ) >= _PROBE_LINES:
+            CRLF, pos, pos + PROBE
+        ) >= PROBE_LINES:
             pos = self._batch(data, pos, ops)
         n = len(data)
         find = data.find
@@ -356,20 +333,14 @@ class Parser:
         max_line = self.max_control_line
         max_payload = self.max_payload
         ints = self._ints
-        runs = self._runs
         lines = self._lines
         while pos < n:
-            end = find(_CRLF, pos)
+            end = find(CRLF, pos)
             if end < 0:
-                tail = data[pos:]
-                self._check_tail(tail)
-                self._tail = tail
+                self._tail = self._check_tail(data[pos:])
                 return
             if end - pos > max_line:
-                raise ProtocolError(
-                    f"expected a control line of at most {max_line} bytes, "
-                    f"got {end - pos} bytes: {_q(data[pos:end])}"
-                )
+                raise _line_too_long(data, pos, end, max_line)
             text = data[pos:end]
             known = lines.get(text)
             if known is None:
@@ -391,19 +362,13 @@ class Parser:
                     elif nargs == 5:
                         reply = args[3].decode()
                     else:
-                        raise ProtocolError(
-                            "expected 'MSG <subject> <sid> [reply] <size>', "
-                            f"got {nargs} field(s): {_q(text)}"
-                        )
+                        raise _wrong_fields("MSG", nargs, text)
                     got = ints.get(args[2])
                     sid = got if got is not None else self._int(args[2], text)
                     got = ints.get(args[-1])
                     size = got if got is not None else self._int(args[-1], text)
                 if size > max_payload:
-                    raise ProtocolError(
-                        f"expected a MSG of at most max_payload={max_payload} bytes, "
-                        f"got {size}: {_q(text)}"
-                    )
+                    raise _too_big("MSG", max_payload, size, text)
                 start = end + 2
                 stop = start + size
                 if stop + 2 > n:
@@ -412,10 +377,7 @@ class Parser:
                     self._wait(data, start, (subject, sid, reply, -1, size))
                     return
                 if data[stop] != 13 or data[stop + 1] != 10:
-                    raise ProtocolError(
-                        f"expected CRLF after the {size}-byte payload of "
-                        f"{_q(text)}, got {_q(data[stop : stop + 2])}"
-                    )
+                    raise _no_crlf(f"{size}-byte payload", text, data[stop : stop + 2])
                 if known is None:
                     subject = args[1].decode()
                     if reply is None:
@@ -423,36 +385,11 @@ class Parser:
                             lines.clear()
                         lines[text] = (subject, sid, size)
                 append(msg_type(subject, sid, reply, data[start:stop]))
-                # A run of ops with this very control line (one subject, sid, reply and
-                # size: a steady feed of messages too large to batch): compare the line
-                # and slice the payload, without splitting or parsing again.
                 line = data[pos : end + 2]
                 pos = stop + 2
                 if data.startswith(line, pos):
-                    # Count the run first (each op's CRLF and the next op's line are one
-                    # comparison), then make its messages at C speed.
-                    sep = b"\r\n" + line
-                    skip = len(line)
-                    step = skip + size + 2
-                    first = pos + skip + size  # where the op at ``pos`` has its CRLF
-                    rx = runs.get(line)
-                    if rx is None and (n - first) // step >= _RUN_PATTERN_MIN:
-                        if len(runs) >= _RUN_CACHE:
-                            runs.clear()
-                        rx = runs[line] = _run_pattern(sep, size)
-                    k = _run_length(data, first, step, sep, rx)
-                    if k:
-                        stop = pos + k * step
-                        ops.extend(
-                            map(
-                                msg_type,
-                                repeat(subject, k),
-                                repeat(sid, k),
-                                repeat(reply, k),
-                                [data[a : a + size] for a in range(pos + skip, stop, step)],
-                            )
-                        )
-                        pos = stop
+                    # The next op has this very control line: maybe a run of them.
+                    pos = self._run(data, pos, line, subject, sid, reply, size, ops)
             elif op == b"HMSG":
                 nargs = len(args)
                 if nargs == 5:
@@ -460,10 +397,7 @@ class Parser:
                 elif nargs == 6:
                     reply = args[3].decode()
                 else:
-                    raise ProtocolError(
-                        "expected 'HMSG <subject> <sid> [reply] <header size> <total size>', "
-                        f"got {nargs} field(s): {_q(data[pos:end])}"
-                    )
+                    raise _wrong_fields("HMSG", nargs, data[pos:end])
                 got = ints.get(args[2])
                 sid = got if got is not None else self._int(args[2], text)
                 got = ints.get(args[-2])
@@ -471,28 +405,19 @@ class Parser:
                 got = ints.get(args[-1])
                 size = got if got is not None else self._int(args[-1], text)
                 if size > max_payload:
-                    raise ProtocolError(
-                        f"expected an HMSG of at most max_payload={max_payload} bytes, "
-                        f"got {size}: {_q(data[pos:end])}"
-                    )
+                    raise _too_big("HMSG", max_payload, size, data[pos:end])
                 if hdr_len > size:
-                    raise ProtocolError(
-                        f"expected an HMSG header size <= total size, got {hdr_len} > "
-                        f"{size}: {_q(data[pos:end])}"
-                    )
+                    raise _headers_too_big(hdr_len, size, data[pos:end])
                 start = end + 2
                 stop = start + size
                 if stop + 2 > n:
                     self._wait(data, start, (args[1].decode(), sid, reply, hdr_len, size))
                     return
                 if data[stop] != 13 or data[stop + 1] != 10:
-                    raise ProtocolError(
-                        f"expected CRLF after the {size}-byte message of "
-                        f"{_q(data[pos:end])}, got {_q(data[stop : stop + 2])}"
-                    )
+                    raise _no_crlf(f"{size}-byte message", data[pos:end], data[stop : stop + 2])
                 mid = start + hdr_len
                 hdr = data[start:mid]
-                status = 0 if hdr.startswith(_HDR_PLAIN) else _status(hdr)
+                status = 0 if hdr.startswith(HDR_PLAIN) else status_of(hdr)
                 append(msg_type(args[1].decode(), sid, reply, data[mid:stop], hdr, status))
                 pos = stop + 2
             else:
@@ -500,11 +425,55 @@ class Parser:
                 pos = end + 2
         self._tail = b""
 
+    def _run(
+        self,
+        data: bytes,
+        pos: int,
+        line: bytes,
+        subject: str,
+        sid: int,
+        reply: str | None,
+        size: int,
+        ops: list[Op],
+    ) -> int:
+        """The ops at ``pos`` that repeat ``line`` (the control line, CRLF included, of
+        the MSG just parsed: one subject, sid, reply and size, a steady feed of messages
+        too large to batch): the line is compared and the payload sliced, without
+        splitting or parsing again. Returns the position after the run.
+
+        The run is counted first (each op's CRLF and the next op's line are one
+        comparison), then its messages are made at C speed.
+        """
+        sep = b"\r\n" + line
+        skip = len(line)
+        step = skip + size + 2
+        first = pos + skip + size  # where the op at ``pos`` has its CRLF
+        runs = self._runs
+        rx = runs.get(line)
+        if rx is None and (len(data) - first) // step >= _RUN_PATTERN_MIN:
+            if len(runs) >= _RUN_CACHE:
+                runs.clear()
+            rx = runs[line] = _run_pattern(sep, size)
+        k = _run_length(data, first, step, sep, rx)
+        if not k:
+            return pos
+        stop = pos + k * step
+        ops.extend(
+            map(
+                self._msg,
+                repeat(subject, k),
+                repeat(sid, k),
+                repeat(reply, k),
+                [data[a : a + size] for a in range(pos + skip, stop, step)],
+            )
+        )
+        return stop
+
     def _int(self, text: bytes, line: bytes) -> int:
         """Parse a sid or size (ASCII digits only: no sign, no ``_``) and cache it."""
         if not text.isdigit():
             raise ProtocolError(
-                f"expected a non-negative decimal sid or size, got {_q(text)} in {_q(line)}"
+                f"expected a non-negative decimal sid or size, got {quote(text)} in {quote(line)}"
             )
         ints = self._ints
         if len(ints) >= _INT_CACHE:
@@ -512,201 +481,11 @@ class Parser:
         value = ints[text] = int(text)
         return value
 
-    def _batch(self, data: bytes, pos: int, ops: list[Op]) -> int:
-        """Parse a run of same-shape small MSG or HMSG ops at C speed.
-
-        The common stream is many small messages of one shape: all MSG without
-        a reply subject (a core subscription), or all MSG or all HMSG with one
-        (a JetStream consumer), with the same number of header lines. In such
-        a run, ``data.split(CRLF)`` yields the same number of elements per op
-        (a control line, for HMSG the header lines, then the payload), so each
-        column (control lines, payloads, ...) is a strided slice of the split,
-        and every step below is one C-level pass over all ops (``map``,
-        ``zip``, ``count``, ``join``) rather than a Python loop per op. Each
-        payload is the ``bytes`` object that the split created: one copy.
-
-        The run is accepted only if it is exactly what the op-by-op loop would
-        return: every control line splits into the same op and number of
-        fields, sizes and sids are ASCII digits, each header block and payload
-        has exactly the announced length (so the next op starts where the
-        stride says), headers start with ``NATS/1.0``, and no limit is passed.
-        Otherwise nothing is consumed and the loop in ``_scan`` parses (and
-        reports) op by op; batch tries then pause for a few feeds. Only worth
-        it for small ops, because the split scans payload bytes that the
-        op-by-op loop skips: ``_scan`` probes before calling this.
-
-        Returns:
-            The position in ``data`` after the last op parsed here.
-        """
-        if pos:
-            if pos == 1 or data[pos - 2 : pos] != _CRLF:
-                return pos  # a CRLF split across feeds; leave it to the loop
-            # data[pos - 2:pos] is a CRLF, so data.split(CRLF) has an element
-            # starting at pos: the one after the CRLFs before it.
-            first = data.count(_CRLF, 0, pos)
-        else:
-            first = 0
-        lines = data.split(_CRLF)
-        last = len(lines) - 1  # lines[last] is not followed by CRLF: incomplete
-        head = lines[first].split()
-        width = len(head)
-        op = head[0] if head else b""
-        stride = 0
-        if op == b"MSG" and (width == 4 or width == 5):
-            stride = 2
-        elif op == b"HMSG" and (width == 5 or width == 6) and head[-2].isdigit():
-            # The elements of the first header block: its lines, then b"".
-            hdr_len = int(head[-2])
-            j = first
-            size = 0
-            while size < hdr_len and j < last:
-                j += 1
-                size += len(lines[j]) + 2
-            if size == hdr_len and j - first >= 2:
-                stride = j - first + 2
-        count = (last - first) // stride if stride else 0
-        if count < _BATCH_MIN:
-            return self._no_batch(pos)
-        end = first + count * stride
-        ctl = lines[first:end:stride]
-        payloads = lines[first + stride - 1 : end : stride]
-        if stride == 2:
-            if ctl.count(ctl[0]) == count:
-                # A run of identical MSG control lines (one subject, sid, reply and
-                # size: a steady feed): parse the line once, as the op-by-op loop would.
-                done = self._same_line_run(head, ctl[0], payloads, count, ops)
-            else:
-                # A few lines repeating (a wildcard subscription over some subjects):
-                # parse each distinct line once.
-                done = self._repeated_lines_run(ctl, payloads, count, ops)
-            if done:
-                self._misses = 0
-                return pos + done
-        # Split all control lines at once, with a b"\0" field between lines: as no
-        # line holds a NUL byte, this is each line's ``bytes.split()`` (what the
-        # op-by-op loop does), one after the other; the separators landing on every
-        # ``width + 1``-th field make every line ``width`` fields long.
-        joined = _SEP.join(ctl)
-        flat = joined.split()
-        step = width + 1
-        ctl_lens = list(map(len, ctl))
-        if (
-            len(flat) != count * step - 1
-            or flat[width::step].count(b"\0") != count - 1
-            or joined.count(b"\0") != count - 1
-            or flat[0::step].count(op) != count
-            or max(ctl_lens) > self.max_control_line
-        ):
-            return self._no_batch(pos)
-        sids = flat[2::step]
-        if not b"".join(sids).isdigit():
-            return self._no_batch(pos)
-        payload_lens = list(map(len, payloads))
-        hdrs: list[bytes] | None = None
-        if stride == 2:
-            sizes = payload_lens
-        else:
-            # Join each op's header elements back into its block; the final
-            # b"" restores the CRLF that ends the block.
-            block_cols = [lines[t:end:stride] for t in range(first + 1, first + stride - 1)]
-            hdrs = list(map(_CRLF.join, zip(*block_cols, repeat(b""))))
-            hdr_lens = list(map(len, hdrs))
-            if not _same_numbers(flat[width - 2 :: step], hdr_lens):
-                return self._no_batch(pos)
-            sizes = list(map(add, hdr_lens, payload_lens))
-        if not _same_numbers(flat[width - 1 :: step], sizes) or max(sizes) > self.max_payload:
-            return self._no_batch(pos)
-        subjects = _decode_column(flat[1::step])
-        sid_ints = _int_column(sids)
-        replies = (
-            map(bytes.decode, flat[3::step])
-            if width == (5 if hdrs is None else 6)
-            else repeat(None)
-        )
-        if hdrs is None:
-            ops.extend(map(self._msg, subjects, sid_ints, replies, payloads))
-        else:
-            # A block starts with b"NATS/1.0\r\n" when its first element is b"NATS/1.0".
-            plain = lines[first + 1 : end : stride].count(b"NATS/1.0") == count
-            status = repeat(0) if plain else map(_status, hdrs)
-            ops.extend(map(self._msg, subjects, sid_ints, replies, payloads, hdrs, status))
-        self._misses = 0
-        return pos + sum(ctl_lens) + sum(sizes) + 4 * count
-
-    def _same_line_run(
-        self, head: list[bytes], line: bytes, payloads: list[bytes], count: int, ops: list[Op]
-    ) -> int:
-        """Parse ``count`` MSG ops that share the control line ``line`` (split: ``head``).
-
-        Returns the bytes consumed, or 0 when the run is not exactly what the op-by-op
-        loop would accept (then the general batch path or the loop decides).
-        """
-        sid_b = head[2]
-        size_b = head[-1]
-        if not (sid_b.isdigit() and size_b.isdigit()) or len(line) > self.max_control_line:
-            return 0
-        size = int(size_b)
-        if size > self.max_payload or list(map(len, payloads)).count(size) != count:
-            return 0
-        subject = head[1].decode()
-        reply = head[3].decode() if len(head) == 5 else None
-        ops.extend(
-            map(
-                self._msg,
-                repeat(subject, count),
-                repeat(int(sid_b), count),
-                repeat(reply, count),
-                payloads,
-            )
-        )
-        return count * (len(line) + size + 4)
-
-    def _repeated_lines_run(
-        self, ctl: list[bytes], payloads: list[bytes], count: int, ops: list[Op]
-    ) -> int:
-        """Parse ``count`` MSG ops whose control lines repeat: each distinct line once.
-
-        Returns the bytes consumed, or 0 when the lines do not repeat enough to pay,
-        or one of them is not exactly what the op-by-op loop would accept.
-        """
-        distinct = set(ctl)
-        if len(distinct) * 4 > count:
-            return 0
-        table: dict[bytes, tuple[str, int, str | None, int]] = {}
-        max_line = self.max_control_line
-        max_payload = self.max_payload
-        for line in distinct:
-            f = line.split()
-            n = len(f)
-            if (
-                (n != 4 and n != 5)
-                or f[0] != b"MSG"
-                or not (f[2].isdigit() and f[-1].isdigit())
-                or len(line) > max_line
-            ):
-                return 0
-            size = int(f[-1])
-            if size > max_payload:
-                return 0
-            table[line] = (f[1].decode(), int(f[2]), f[3].decode() if n == 5 else None, size)
-        subjects, sids, replies, sizes = zip(*map(table.__getitem__, ctl), strict=True)
-        lens: list[int] = list(map(len, payloads))
-        if lens != list(sizes):
-            return 0
-        ops.extend(map(self._msg, subjects, sids, replies, payloads))
-        return sum(map(len, ctl)) + sum(lens) + 4 * count
-
-    def _no_batch(self, pos: int) -> int:
-        """A batch try failed: pause batch tries for a while (longer after each miss)."""
-        self._misses += 1
-        self._cooldown = min(1 << self._misses, _COOLDOWN_MAX)
-        return pos
-
     def _control(self, op: bytes, args: list[bytes], line: bytes) -> Op:
         """Parse a control line that is not MSG/HMSG (``op`` is upper case)."""
         if op == b"PING" or op == b"PONG" or op == b"+OK":
             if len(args) != 1:
-                raise ProtocolError(f"expected {op!r} alone on its line, got {_q(line)}")
+                raise ProtocolError(f"expected {op!r} alone on its line, got {quote(line)}")
             return PING if op == b"PING" else PONG if op == b"PONG" else OK
         if op == b"-ERR":
             rest = line.split(None, 1)
@@ -717,14 +496,14 @@ class Parser:
         if op == b"INFO":
             rest = line.split(None, 1)
             if len(rest) != 2:
-                raise ProtocolError(f"expected 'INFO <json>', got {_q(line)}")
+                raise ProtocolError(f"expected 'INFO <json>', got {quote(line)}")
             try:
                 return _info_decoder.decode(rest[1])
             except msgspec.DecodeError as exc:
-                raise ProtocolError(f"expected INFO JSON, got {_q(rest[1])}: {exc}") from None
+                raise ProtocolError(f"expected INFO JSON, got {quote(rest[1])}: {exc}") from None
         raise ProtocolError(
             "expected one of INFO, MSG, HMSG, PING, PONG, +OK, -ERR, "
-            f"got the control line {_q(line)}"
+            f"got the control line {quote(line)}"
         )
 
     def _wait(self, data: bytes, start: int, pending: _Pending) -> None:
@@ -768,15 +547,15 @@ class Parser:
         self._parts = []
         self._have = 0
         trailer = _gather(parts, size, size + 2)
-        if trailer != _CRLF:
+        if trailer != CRLF:
             raise ProtocolError(
                 f"expected CRLF after the {size}-byte payload of a message on {subject!r}, "
-                f"got {_q(trailer)}"
+                f"got {quote(trailer)}"
             )
         if hdr_len < 0:
             ops.append(self._msg(subject, sid, reply, _gather(parts, 0, size)))
         else:
             hdr = _gather(parts, 0, hdr_len)
-            status = 0 if hdr.startswith(_HDR_PLAIN) else _status(hdr)
+            status = 0 if hdr.startswith(HDR_PLAIN) else status_of(hdr)
             ops.append(self._msg(subject, sid, reply, _gather(parts, hdr_len, size), hdr, status))
         return pos + need

@@ -101,7 +101,7 @@ class ConnectSpec:
     async def connect(self) -> Client:
         """Connect; an unreachable server is a ``SparkConfigError`` naming the servers."""
         from .. import connect
-        from ..tls import make_ssl_context
+        from ..core.tls import make_ssl_context
 
         kw: dict[str, Any] = {"max_reconnect_attempts": 10, **self.options}
         if self.tls_ca or self.tls_cert:

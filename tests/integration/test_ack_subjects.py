@@ -22,8 +22,8 @@ import jetstream
 from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
 from jetstream._push import PushStream
 from jetstream.api import AckPolicy
+from jetstream.core.message import Msg
 from jetstream.embedded import NatsServer
-from jetstream.message import Msg
 
 pytestmark = pytest.mark.asyncio
 

@@ -22,7 +22,7 @@ import pytest
 
 import jetstream
 from jetstream import AuthorizationError, NoServersError
-from jetstream.auth import Credentials, load_creds_file, nkey_public_key
+from jetstream.core.auth import Credentials, load_creds_file, nkey_public_key
 from jetstream.embedded import NatsServer
 from tests.jwt_util import (
     OperatorSetup,

@@ -10,7 +10,7 @@ import pytest
 
 import jetstream
 from jetstream import ConsumerConfig, SlowConsumerError, StreamConfig
-from jetstream._pull import _Fetch
+from jetstream._fetch import _Fetch
 from jetstream._push import PushStream
 
 pytestmark = pytest.mark.asyncio

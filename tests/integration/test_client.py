@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import jetstream
+import jetstream.core
 from jetstream import (
     BadHeaderError,
     BadSubjectError,
@@ -47,6 +48,28 @@ async def test_await_connect_and_close(nats_url: str) -> None:
     assert nc.is_closed
     with pytest.raises(ConnectionClosedError):
         await nc.publish("x", b"")
+
+
+async def test_connect_hands_out_the_layers_composed(nats_url: str) -> None:
+    # jetstream.connect: the client with jetstream(), whose context has the bucket
+    # management; jetstream.core.connect: the core client alone, which works by itself.
+    async with jetstream.connect(nats_url) as nc:
+        assert type(nc) is jetstream.Client
+        js = nc.jetstream()
+        assert type(js) is jetstream.JetStream
+        assert js.client is nc
+        assert (await js.account_info()).streams == 0
+    core = await jetstream.core.connect(nats_url)
+    try:
+        assert type(core) is jetstream.core.Client
+        assert not isinstance(core, jetstream.Client)
+        assert not hasattr(core, "jetstream")
+        sub = await core.subscribe("core.*")
+        await core.publish("core.1", b"alone")
+        msg = await sub.next_msg(timeout=5)
+        assert (msg.subject, msg.data) == ("core.1", b"alone")
+    finally:
+        await core.close()
 
 
 async def test_empty_binary_and_multi_value_headers(nats_url: str) -> None:

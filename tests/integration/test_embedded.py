@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from jetstream import embedded
 from jetstream.__main__ import main
 from jetstream.embedded import (
     ClusterOptions,
@@ -31,6 +30,7 @@ from jetstream.embedded import (
     find_nats_server,
 )
 from jetstream.errors import NatsError
+from jetstream.testing import server as embedded
 from tests.certs import CertPaths
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ import pytest_asyncio
 
 import jetstream
 from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
-from jetstream._pull import _Fetch
+from jetstream._fetch import _Fetch
 from jetstream.errors import ConsumerNotFoundError
 from jetstream.protocol.ops import Msg as MsgOp
 

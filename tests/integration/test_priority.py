@@ -21,7 +21,8 @@ from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
 from jetstream._pull import MessageStream
 from jetstream.api import ConsumerInfo, PriorityPolicy
 from jetstream.consumer import Consumer
-from jetstream.message import JsMsg, Msg
+from jetstream.core.message import Msg
+from jetstream.message import JsMsg
 from jetstream.stream import Stream
 
 pytestmark = pytest.mark.asyncio

@@ -19,9 +19,10 @@ from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
 from jetstream._push import PushStream
 from jetstream.api import AckPolicy, ConsumerInfo
 from jetstream.consumer import Consumer
+from jetstream.core.message import Msg
 from jetstream.embedded import NatsServer
 from jetstream.errors import NoHeartbeatError, TimeoutError
-from jetstream.message import JsMsg, Msg
+from jetstream.message import JsMsg
 from jetstream.stream import Stream
 
 pytestmark = pytest.mark.asyncio

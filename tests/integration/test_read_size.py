@@ -12,7 +12,7 @@ import termios
 import pytest
 
 import jetstream
-from jetstream._connection import BULK_READ_SIZE, READ_SIZE
+from jetstream.core._connection import BULK_READ_SIZE, READ_SIZE
 
 pytestmark = pytest.mark.asyncio
 

@@ -20,9 +20,9 @@ import pytest
 
 import jetstream
 from jetstream import NoServersError
+from jetstream.core.tls import make_ssl_context
 from jetstream.embedded import NatsServer
 from jetstream.errors import TlsError
-from jetstream.tls import make_ssl_context
 from tests.certs import CertPaths, make_certs
 
 CONNECT_TIMEOUT = 2.0

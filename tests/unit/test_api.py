@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jetstream import _api_base, api, errors
+from jetstream import api, errors
 from jetstream.api import (
     ZERO_TIME,
     AccountInfo,
@@ -57,6 +57,7 @@ from jetstream.api import (
     encode,
     required_api_level,
 )
+from jetstream.api import _base as _api_base
 
 UTC = dt.UTC
 NS = 1_000_000_000

@@ -10,8 +10,8 @@ import datetime as dt
 
 import pytest
 
+from jetstream.core.message import Msg
 from jetstream.errors import ProtocolError
-from jetstream.message import Msg
 from jetstream.stream import _direct_msg
 
 TS = "2026-11-22T11:50:00.123456789Z"

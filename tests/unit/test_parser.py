@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tracemalloc
 from collections.abc import Callable, Sequence
 
@@ -727,6 +729,43 @@ def test_large_runs_of_one_control_line_reject_what_the_loop_rejects(odd: bytes)
     assert len(exc.value.ops) == 10  # the ops before the bad one are handed over
     with pytest.raises(ProtocolError):
         feed_chunks(data, 1000)
+
+
+# Run in a child process with its memory bounded: the bug this guards against made the
+# parser loop without end, making the same message again and again.
+_NEXT_OP_CUT = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from jetstream.protocol.parser import Parser
+from jetstream.protocol.ops import Msg
+op = b"MSG a.b 7 1000\\r\\n" + b"x" * 1000 + b"\\r\\n"
+msg = Msg("a.b", 7, None, b"x" * 1000)
+p = Parser()
+assert p.feed(op * 10) == [msg] * 10 and p._runs  # the run's pattern is remembered
+assert p.feed(op + op[:30]) == [msg]  # the next op's line, and part of its payload
+assert p.feed(op[30:] + op) == [msg, msg]
+"""
+
+
+def test_a_feed_ending_inside_the_op_after_a_repeated_line() -> None:
+    """A run of one control line is counted with the pattern remembered from an earlier
+    feed; a feed that ends after the next op's line, inside its payload, hands over the
+    complete op and keeps the rest (it used to count -1 ops there, and go back)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _NEXT_OP_CUT], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_a_run_is_never_counted_below_zero() -> None:
+    line = b"MSG a 1 5\r\n"
+    sep, size = b"\r\n" + line, 5
+    step = len(sep) + size
+    data = line + b"hello\r\n" + line + b"he"  # the second op's payload is cut
+    first = len(line) + size + 2 + len(line) + size  # where the second op's CRLF would be
+    assert first > len(data)
+    for rx in (parser_mod._run_pattern(sep, size), None):
+        assert parser_mod._run_length(data, first, step, sep, rx) == 0
 
 
 def test_control_lines_seen_before_parse_as_the_first_time() -> None:

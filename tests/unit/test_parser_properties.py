@@ -331,7 +331,7 @@ def test_run_pattern_counts_as_the_loop_does(
     """Runs of CRLF and a line every ``len(sep) + size`` bytes, with the bytes between,
     the end and a few bytes anywhere drawn at will (between may hold ``sep`` itself, a
     run may stop part-way through it or through a payload): the regular expression
-    finds the run the op-by-op loop finds."""
+    finds the run the op-by-op loop finds, and neither counts below zero."""
     sep = b"\r\n" + line  # as in the parser: one op's CRLF, then the next op's line
     step = len(sep) + size
     filler = st.binary(min_size=size, max_size=size) | st.just(
@@ -346,10 +346,11 @@ def test_run_pattern_counts_as_the_loop_does(
             stream[data.draw(st.integers(0, len(stream) - 1))] = data.draw(st.integers(0, 255))
     whole = bytes(stream)
     rx = _run_pattern(sep, size)
-    for first in {len(lead), 0, data.draw(st.integers(0, len(whole)))}:
-        assert _run_length(whole, first, step, sep, rx) == _run_length(
-            whole, first, step, sep, None
-        )
+    # ``first`` past the end too: the op before it ends beyond the data (cut by a feed)
+    for first in {len(lead), 0, data.draw(st.integers(0, len(whole) + step))}:
+        k = _run_length(whole, first, step, sep, rx)
+        assert k == _run_length(whole, first, step, sep, None)
+        assert k >= 0
 
 
 # --- (e) the stream fuzz of the fault suite: 10k streams, hostile and valid mixed ----

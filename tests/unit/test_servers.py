@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jetstream._servers import Server, ServerPool, parse_server
+from jetstream.core._servers import Server, ServerPool, parse_server
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Self
-
-if TYPE_CHECKING:
-    from .client import Client
+from typing import Any, Protocol, Self
 
 __all__ = ["CallbackRunner", "ConnectionEvent", "EventKind", "EventStream", "Statistics"]
 
@@ -49,10 +46,14 @@ class Statistics:
     reconnects: int = 0
 
 
+class _Listened(Protocol):
+    _event_streams: list[EventStream]
+
+
 class EventStream:
     """Connection events as an async iterator (see ``Client.events``)."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: _Listened) -> None:
         self._client = client
         self._queue: deque[ConnectionEvent] = deque(maxlen=1024)
         self._waiter: asyncio.Future[None] | None = None

@@ -13,21 +13,39 @@ import asyncio
 import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .errors import ConnectionClosedError, NatsError, SlowConsumerError
-from .errors import TimeoutError as NatsTimeoutError
+from ..errors import ConnectionClosedError, NatsError, SlowConsumerError
+from ..errors import TimeoutError as NatsTimeoutError
 from .message import Msg
 
-if TYPE_CHECKING:
-    from .client import Client
-
-__all__ = ["DEFAULT_PENDING_BYTES", "DEFAULT_PENDING_MSGS", "MsgHandler", "Subscription"]
+__all__ = [
+    "DEFAULT_PENDING_BYTES",
+    "DEFAULT_PENDING_MSGS",
+    "MsgHandler",
+    "Subscription",
+    "SubscriptionOwner",
+]
 
 DEFAULT_PENDING_MSGS = 65_536
 DEFAULT_PENDING_BYTES = 64 * 1024 * 1024
 
 MsgHandler = Callable[[Msg], Awaitable[None] | None]
+
+
+class SubscriptionOwner(Protocol):
+    """What a ``Subscription`` needs of the client it belongs to."""
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop: ...
+
+    def _report_error(self, exc: BaseException) -> None: ...
+
+    def _forget_sub(self, sid: int) -> None: ...
+
+    def _send_unsub(self, sid: int, max_msgs: int | None) -> None: ...
+
+    async def flush(self, timeout: float = 10.0) -> None: ...
 
 
 class Subscription:
@@ -41,7 +59,7 @@ class Subscription:
 
     def __init__(
         self,
-        client: Client,
+        client: SubscriptionOwner,
         sid: int,
         subject: str,
         queue: str | None,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ._api_base import (
+from ._base import (
     _ZERO_SECONDS,
     ZERO_TIME,
     ApiError,

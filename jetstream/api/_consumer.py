@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ._api_base import (
+from ._base import (
     _ZERO_SECONDS,
     ZERO_TIME,
     AckPolicy,
@@ -22,7 +22,7 @@ from ._api_base import (
     _Info,
     _Request,
 )
-from ._api_stream import ClusterInfo, SuccessResponse
+from ._stream import ClusterInfo, SuccessResponse
 
 __all__ = [
     "ConsumerConfig",

@@ -2,74 +2,43 @@
 
 from __future__ import annotations
 
+import functools
 import ssl
-from collections.abc import Awaitable, Callable, Generator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, Generic, ParamSpec, TypeVar
 
+from ..errors import AuthorizationError
+from ..protocol.ops import Info
+from ._options import Callback, _Options
 from ._servers import ServerPool
 from .auth import Credentials, Secret, Signer, load_creds_file
-from .errors import AuthorizationError
-from .protocol.ops import Info
+from .client import Client
 from .subscription import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
 
-if TYPE_CHECKING:
-    from .client import Client
+__all__ = ["Callback", "connect", "with_client_type"]
 
-__all__ = ["Callback", "connect"]
-
-Callback = Callable[..., Awaitable[None] | None]
+C = TypeVar("C", bound=Client)
+P = ParamSpec("P")
 
 
-@dataclass(frozen=True)
-class _Options:
-    name: str | None
-    credentials: Credentials
-    tls: ssl.SSLContext | None
-    tls_hostname: str | None
-    tls_first: bool
-    connect_timeout: float
-    allow_reconnect: bool
-    max_reconnect_attempts: int
-    reconnect_time_wait: float
-    reconnect_jitter: float
-    reconnect_jitter_tls: float
-    reconnect_buf_size: int
-    ping_interval: float
-    max_outstanding_pings: int
-    no_echo: bool
-    retry_on_failed_connect: bool
-    pending_msgs_limit: int
-    pending_bytes_limit: int
-    inbox_prefix: str
-    error_cb: Callback | None
-    disconnected_cb: Callback | None
-    reconnected_cb: Callback | None
-    closed_cb: Callback | None
-    discovered_server_cb: Callback | None
-    lame_duck_cb: Callback | None
-    reconnect_to_server_cb: Callable[[list[str], Info | None], tuple[str, float] | None] | None
-
-
-class _Connect:
+class _Connect(Generic[C]):
     """What ``connect()`` returns: await it, or use it as ``async with``."""
 
-    def __init__(self, pool: ServerPool, options: _Options) -> None:
+    def __init__(self, pool: ServerPool, options: _Options, client_type: type[C]) -> None:
         self._pool = pool
         self._options = options
-        self._client: Client | None = None
+        self._client_type = client_type
+        self._client: C | None = None
 
-    async def _run(self) -> Client:
-        from .client import Client
-
-        client = Client(self._pool, self._options)
+    async def _run(self) -> C:
+        client = self._client_type(self._pool, self._options)
         await client._start()
         return client
 
-    def __await__(self) -> Generator[Any, None, Client]:
+    def __await__(self) -> Generator[Any, None, C]:
         return self._run().__await__()
 
-    async def __aenter__(self) -> Client:
+    async def __aenter__(self) -> C:
         self._client = await self._run()
         return self._client
 
@@ -118,7 +87,7 @@ def connect(
     reconnect_to_server_cb: (
         Callable[[list[str], Info | None], tuple[str, float] | None] | None
     ) = None,
-) -> _Connect:
+) -> _Connect[Client]:
     """Connect to NATS. ``await connect(...)`` or ``async with connect(...) as nc``.
 
     ``user``, ``password``, ``token``, ``jwt`` and ``nkey`` may be callables (plain or
@@ -222,4 +191,21 @@ def connect(
         lame_duck_cb=lame_duck_cb,
         reconnect_to_server_cb=reconnect_to_server_cb,
     )
-    return _Connect(pool, options)
+    return _Connect(pool, options, Client)
+
+
+def with_client_type(
+    connect: Callable[P, _Connect[Client]], client_type: type[C]
+) -> Callable[P, _Connect[C]]:
+    """``connect`` (same options, same docstring), making ``client_type`` clients.
+
+    How a layer above hands out a ``Client`` subclass of its own (``jetstream.connect``
+    returns the one with ``jetstream()``) without this layer knowing of it.
+    """
+
+    @functools.wraps(connect)
+    def connect_as(*args: P.args, **kwargs: P.kwargs) -> _Connect[C]:
+        made = connect(*args, **kwargs)
+        return _Connect(made._pool, made._options, client_type)
+
+    return connect_as

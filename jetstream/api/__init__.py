@@ -1,7 +1,7 @@
 """msgspec Structs for the JetStream API requests and replies, and their enums.
 
-The Structs live in private modules (``_api_base``, ``_api_stream``,
-``_api_consumer``, ``_api_account``) and are all re-exported here.
+The Structs live in private modules (``_base``, ``_stream``,
+``_consumer``, ``_account``) and are all re-exported here.
 
 Conventions:
 
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from msgspec import UNSET
 
-from ._api_account import AccountInfo, AccountLimits, ApiStats, Tier
-from ._api_base import (
+from ._account import AccountInfo, AccountLimits, ApiStats, Tier
+from ._base import (
     REQUIRED_API_LEVEL_HEADER,
     ZERO_TIME,
     AckPolicy,
@@ -45,7 +45,7 @@ from ._api_base import (
     decode_response,
     encode,
 )
-from ._api_consumer import (
+from ._consumer import (
     ConsumerConfig,
     ConsumerDeleteResponse,
     ConsumerInfo,
@@ -63,7 +63,7 @@ from ._api_consumer import (
     PullRequest,
     SequenceInfo,
 )
-from ._api_stream import (
+from ._stream import (
     ClusterInfo,
     ExternalStream,
     LostStreamData,

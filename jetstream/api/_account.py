@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ._api_base import ApiResponse, _Info
+from ._base import ApiResponse, _Info
 
 __all__ = ["AccountInfo", "AccountLimits", "ApiStats", "Tier"]
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import msgspec
 
-from .errors import JetStreamApiError, JetStreamError
+from ..errors import JetStreamApiError, JetStreamError
 
 __all__ = [
     "REQUIRED_API_LEVEL_HEADER",

@@ -14,19 +14,9 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._connection import (
-    Delivery,
-    _Connection,
-    classify_server_error,
-    denied_subscription,
-    open_connection,
-)
-from ._events import CallbackRunner, ConnectionEvent, EventKind, EventStream
-from ._mux import RequestMux
-from ._servers import Server, ServerPool
-from .errors import (
+from ..errors import (
     AuthorizationError,
     ConnectionClosedError,
     DisconnectedError,
@@ -36,13 +26,21 @@ from .errors import (
     StaleConnectionError,
     TlsError,
 )
+from ..protocol.commands import PING, encode_sub, encode_unsub
+from ..protocol.ops import Info
+from ._connection import (
+    Delivery,
+    _Connection,
+    classify_server_error,
+    denied_subscription,
+    open_connection,
+)
+from ._events import CallbackRunner, ConnectionEvent, EventKind, EventStream
+from ._mux import RequestMux
+from ._options import Callback, _Options
+from ._servers import Server, ServerPool
 from .message import Msg
-from .protocol.commands import PING, encode_sub, encode_unsub
-from .protocol.ops import Info
 from .subscription import Subscription
-
-if TYPE_CHECKING:
-    from ._connect import Callback, _Options
 
 __all__ = ["FLUSH_THRESHOLD", "_ClientBase"]
 

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from .errors import AuthorizationError
+from ..errors import AuthorizationError
 
 __all__ = [
     "Credentials",

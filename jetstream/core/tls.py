@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import ssl
 
-from .errors import TlsError
+from ..errors import TlsError
 
 __all__ = ["make_ssl_context"]
 

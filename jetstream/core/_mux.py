@@ -6,23 +6,45 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .errors import ConnectionClosedError, NoRespondersError
-from .errors import TimeoutError as NatsTimeoutError
+from ..errors import ConnectionClosedError, NoRespondersError
+from ..errors import TimeoutError as NatsTimeoutError
+from ..protocol.headers import HeadersLike
 from .message import Msg
-from .protocol.headers import HeadersLike
-
-if TYPE_CHECKING:
-    from .client import Client
+from .subscription import Subscription
 
 __all__ = ["RequestMux", "gather_replies"]
+
+
+class _Looped(Protocol):
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop: ...
+
+
+class _Requester(Protocol):
+    """What ``gather_replies`` needs of the client."""
+
+    def new_inbox(self) -> str: ...
+
+    async def subscribe(
+        self, subject: str, queue: str | None = None, *, max_msgs: int | None = None
+    ) -> Subscription: ...
+
+    async def publish(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview = b"",
+        *,
+        reply: str | None = None,
+        headers: HeadersLike | None = None,
+    ) -> None: ...
 
 
 class RequestMux:
     """The shared ``<inbox>.*`` subscription that answers every request."""
 
-    def __init__(self, client: Client, prefix: str, sid: int) -> None:
+    def __init__(self, client: _Looped, prefix: str, sid: int) -> None:
         self.client = client
         self.prefix = prefix
         self.prefix_b = prefix.encode()
@@ -81,7 +103,7 @@ class RequestMux:
 
 
 async def gather_replies(
-    client: Client,
+    client: _Requester,
     subject: str,
     data: bytes | bytearray | memoryview,
     timeout: float,

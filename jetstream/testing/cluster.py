@@ -1,6 +1,7 @@
 """``NatsCluster``: several embedded nats-servers routed together on loopback.
 
-Re-exported by ``jetstream.embedded``; see ``NatsServer`` there for one server.
+Re-exported by ``jetstream.testing`` (and ``jetstream.embedded``); see ``NatsServer``
+(``server.py``) for one server.
 """
 
 from __future__ import annotations
@@ -10,15 +11,15 @@ import http.client
 import time
 from typing import Any, Self
 
-from .embedded import (
+from ._support import (
     _START_ATTEMPTS,
     LOOPBACK,
     ClusterOptions,
     EmbeddedServerError,
-    NatsServer,
     _free_ports,
     _PortInUseError,
 )
+from .server import NatsServer
 
 __all__ = ["NatsCluster"]
 

@@ -16,10 +16,10 @@ import dataclasses
 import ssl
 from collections import deque
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, Protocol, cast
 
-from . import __version__
-from .errors import (
+from .._version import __version__
+from ..errors import (
     AuthorizationError,
     NatsError,
     PermissionsError,
@@ -27,18 +27,16 @@ from .errors import (
     StaleConnectionError,
     TlsError,
 )
-from .errors import TimeoutError as NatsTimeoutError
+from ..errors import TimeoutError as NatsTimeoutError
+from ..protocol.commands import PING, PONG, encode_connect
+from ..protocol.ops import Err, Info, Ok, Op, Ping, Pong
+from ..protocol.parser import Parser
+from ._options import _Options
+from ._servers import Server
 from .message import Msg
-from .protocol.commands import PING, PONG, encode_connect
-from .protocol.ops import Err, Info, Ok, Op, Ping, Pong
-from .protocol.parser import Parser
-
-if TYPE_CHECKING:
-    from ._base import _ClientBase as Client
-    from ._connect import _Options
-    from ._servers import Server
 
 __all__ = [
+    "ConnectionOwner",
     "Delivery",
     "_Connection",
     "classify_server_error",
@@ -59,6 +57,28 @@ class Delivery(Protocol):
     def _deliver(self, op: Msg) -> None: ...
 
 
+class ConnectionOwner(Protocol):
+    """What a ``_Connection`` reports to and reads from the client that owns it (the
+    client outlives its sockets; see ``_base.py``)."""
+
+    _subs: dict[int, Delivery]
+    _msg_type: type[Msg]
+    _in_msgs: int
+    _in_bytes: int
+
+    def _report_error(self, exc: BaseException) -> None: ...
+
+    def _on_async_info(self, conn: _Connection, info: Info) -> None: ...
+
+    def _on_err(self, conn: _Connection, message: str) -> None: ...
+
+    def _on_connection_lost(self, conn: _Connection, cause: BaseException | None) -> None: ...
+
+    def _on_pause_writing(self, conn: _Connection) -> None: ...
+
+    def _on_resume_writing(self, conn: _Connection) -> None: ...
+
+
 #: Feeds with at least this many ops are checked for being all messages for one sid.
 _BULK_MIN = 8
 
@@ -77,7 +97,7 @@ _payload_of = attrgetter("payload")
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self, client: Client, peer: str = "the server") -> None:
+    def __init__(self, client: ConnectionOwner, peer: str = "the server") -> None:
         loop = asyncio.get_running_loop()
         self.client = client
         self.peer = peer  # the server, for error messages
@@ -254,7 +274,7 @@ class _Connection(asyncio.Protocol):
 
 
 async def open_connection(
-    client: Client, server: Server, opts: _Options, ctx: ssl.SSLContext | None
+    client: ConnectionOwner, server: Server, opts: _Options, ctx: ssl.SSLContext | None
 ) -> tuple[_Connection, Info]:
     """Open a socket to ``server`` and run the INFO / (TLS) / CONNECT / PING-PONG handshake.
 

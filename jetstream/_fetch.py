@@ -1,0 +1,215 @@
+"""One-shot pulls: ``Consumer.fetch``, ``next``, ``fetch_no_wait`` and ``ack_next``.
+
+A ``_Fetch`` is a ``_PullBase`` (``_pull.py``) that pulls until its batch is
+complete or its ``expires`` passes, asking again within that deadline when a pull is
+lost (a 503 while the consumer elects a leader, a reconnect, missed heartbeats).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ._context import ConsumerHandle
+from ._leaders import consumer_key
+from ._pull import PullOptions, _PullBase
+from ._retry import retry_delay
+from .api import ConsumerInfo
+from .errors import (
+    ConsumerNotFoundError,
+    DisconnectedError,
+    JetStreamError,
+    NatsError,
+    NoHeartbeatError,
+    NoRespondersError,
+    StreamNotFoundError,
+)
+from .message import JsMsg
+
+__all__ = ["fetch"]
+
+_ENDED = 0  # a status ended the request, or the batch is complete
+_PULL_AGAIN = 1  # a reconnect: the request may be lost; pull again at once
+_NO_LEADER = 2  # 503: nobody served the pull (an election, a restart); pull again soon
+
+
+class _Fetch(_PullBase):
+    """One fetch: pulls until ``expires``. With ``recover`` (a durable consumer), a pull
+    that no server answered (503) is asked again with backoff, and one that a reconnect
+    or missed heartbeats say is lost at once, within the same deadline (the missed
+    heartbeats go to the client's error callback); without it (the ordered consumer,
+    which makes its consumer again instead) those end the fetch with an error."""
+
+    def __init__(
+        self,
+        consumer: ConsumerHandle,
+        opts: PullOptions,
+        via: JsMsg | None = None,
+        recover: bool = True,
+    ) -> None:
+        super().__init__(consumer, opts)
+        self._done: asyncio.Future[int] = self._loop.create_future()
+        self._bytes = 0
+        self._via = via
+        self._recover = recover
+
+    def _took(self, n: int) -> None:
+        if len(self._buf) >= self._opts.batch:
+            self._end(None)
+
+    def _on_msg(self, msg: JsMsg, size: int) -> None:
+        self._buf.append(msg)
+        self._bytes += size
+        o = self._opts
+        if len(self._buf) >= o.batch or (o.max_bytes is not None and self._bytes >= o.max_bytes):
+            self._end(None)
+
+    def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
+        if status == 100:
+            return
+        low = desc.lower()
+        if status == 409 and ("leadership change" in low or "server shutdown" in low):
+            # The request is gone with the old leader (or server): a durable fetch pulls
+            # again within its expires; the ordered consumer makes its consumer again.
+            if self._recover and not self._opts.no_wait:
+                self._again(_PULL_AGAIN)
+            elif "leadership change" in low:
+                self._end(None)
+            else:
+                self._end(self._status_error(status, desc))
+        elif status in (404, 408) or (
+            status == 409 and ("exceeds maxbytes" in low or "batch completed" in low)
+        ):
+            self._end(None)
+        elif status == 423:  # our pin id is stale: forget it; the next pull competes again
+            self._consumer._pin_id = None
+            self._end(None)
+        elif status == 503 and self._recover and not self._opts.no_wait:
+            self._again(_NO_LEADER)
+        else:
+            self._end(self._status_error(status, desc))
+
+    def _end(self, error: BaseException | None) -> None:
+        if not self._done.done():
+            if error is not None:
+                self._done.set_exception(error)
+            else:
+                self._done.set_result(_ENDED)
+
+    def _again(self, why: int) -> None:
+        if not self._done.done():
+            self._done.set_result(why)
+
+    def _on_leader(self) -> None:
+        # A new consumer leader: a request parked on the old one may be lost.
+        self._again(_PULL_AGAIN)
+
+    def _on_reconnect(self) -> None:
+        if self._recover:
+            self._again(_PULL_AGAIN)
+        else:
+            c = self._consumer
+            self._end(
+                DisconnectedError(
+                    f"reconnected while pulling from consumer {c.name!r} of stream "
+                    f"{c.stream_name!r}: the request may be lost"
+                )
+            )
+
+    def _expecting(self) -> bool:
+        return not self._done.done()
+
+    def _missed_heartbeat(self) -> None:
+        # The request is lost (its server died, its consumer moved): pull again, and
+        # tell the client's error callback; without ``recover`` the caller decides.
+        if self._recover and not self._opts.no_wait:
+            self._nc._report_error(self._missed_error())
+            self._again(_PULL_AGAIN)
+        else:
+            self._end(self._missed_error())
+
+    def _send_pull(self, expires: float) -> None:
+        o = self._opts
+        if self._via is not None:
+            self._ack_next(self._via)
+            self._via = None
+            return
+        batch = o.batch - len(self._buf)
+        nbytes = None if o.max_bytes is None else o.max_bytes - self._bytes
+        self._pull(batch, nbytes, expires)
+
+    async def run(self) -> list[JsMsg]:
+        o = self._opts
+        nc = self._nc
+        loop = self._loop
+        self._subscribe()
+        nc._reconnect_hooks.append(self._on_reconnect)
+        leaders = self._consumer._js._leaders
+        key = ""
+        if self._recover and leaders.active:
+            key = consumer_key(self._consumer.stream_name, self._consumer.name)
+            leaders.add(key, self._on_leader)
+        try:
+            self._send_pull(o.expires)
+            self._arm_heartbeat()
+            end = loop.time() + nc._opts.connect_timeout + (o.expires if not o.no_wait else 0)
+            tries = 0
+            while True:
+                try:
+                    async with asyncio.timeout_at(end + 1.0):
+                        why = await asyncio.shield(self._done)
+                except TimeoutError:
+                    break  # the server never closed the request: return what came
+                except (NoHeartbeatError, NoRespondersError, JetStreamError, DisconnectedError):
+                    if not self._buf or not isinstance(self._done.exception(), NoHeartbeatError):
+                        raise
+                    break
+                if why == _ENDED:
+                    break
+                tries += 1
+                if why == _NO_LEADER:
+                    await self._wait_for_leader(tries, end)
+                left = end - nc._opts.connect_timeout - loop.time()
+                if left < 0.01 or self._closed:
+                    break
+                self._done = loop.create_future()
+                self._seen = True
+                self._send_pull(max(left, 0.01))
+            return list(self._buf)
+        finally:
+            if self._on_reconnect in nc._reconnect_hooks:
+                nc._reconnect_hooks.remove(self._on_reconnect)
+            if key:
+                leaders.remove(key, self._on_leader)
+            self._finish(None)
+            if self._done.done() and not self._done.cancelled():
+                self._done.exception()  # retrieved
+            else:
+                self._done.cancel()
+
+    async def _wait_for_leader(self, tries: int, end: float) -> None:
+        """After a 503: a consumer that does not exist ends the fetch with
+        ``ConsumerNotFoundError``; else wait a backoff before the next pull."""
+        c = self._consumer
+        left = end - self._loop.time()
+        if tries == 1 and left > 0.05:
+            try:
+                await c._js._api(
+                    f"CONSUMER.INFO.{c.stream_name}.{c.name}",
+                    None,
+                    ConsumerInfo,
+                    timeout=min(left, c._js.timeout),
+                )
+            except (ConsumerNotFoundError, StreamNotFoundError):
+                raise
+            except NatsError:
+                pass  # no leader yet, a timeout, a lost connection: try again
+        await asyncio.sleep(min(retry_delay(tries), max(end - self._loop.time(), 0)))
+
+
+async def fetch(
+    consumer: ConsumerHandle, opts: PullOptions, via: JsMsg | None = None, recover: bool = True
+) -> list[JsMsg]:
+    """One pull request: up to ``opts.batch`` messages (see ``Consumer.fetch``); with
+    ``via``, the request rides on that message's ``+NXT`` acknowledgement; ``recover``
+    as in ``_Fetch``."""
+    return await _Fetch(consumer, opts, via, recover).run()

@@ -1,0 +1,600 @@
+"""The core NATS client: connect, publish, subscribe, request, flush, drain, reconnect.
+
+It knows nothing of JetStream: ``jetstream.client.Client``, the class ``connect()``
+hands out, adds ``jetstream()`` on top of it.
+
+A ``Client`` outlives its sockets. It owns the write buffer (publishes made
+while disconnected wait there, bounded), the sid table of subscriptions (all
+re-made after a reconnect, before the buffer is flushed) and the one muxed
+inbox that every ``request`` shares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, NoReturn, Self
+
+from ..errors import (
+    ConnectionClosedError,
+    DisconnectedError,
+    MaxPayloadError,
+    NatsError,
+    NoRespondersError,
+    ReconnectBufferFullError,
+)
+from ..errors import TimeoutError as NatsTimeoutError
+from ..protocol.commands import PING, encode_pub, encode_sub, encode_unsub
+from ..protocol.headers import HeadersLike, encode_headers
+from ..protocol.ops import Info
+from ..protocol.subjects import (
+    next_nuid,
+    validate_queue,
+    validate_subject,
+    validate_subscribe_subject,
+)
+from ._base import _SIZE_LINES, FLUSH_THRESHOLD, _ClientBase, _size_line, _State
+from ._connection import (
+    Delivery,
+)
+from ._events import ConnectionEvent, EventKind, EventStream, Statistics
+from ._mux import RequestMux, gather_replies
+from .message import Msg
+from .subscription import MsgHandler, Subscription
+
+__all__ = ["Client"]
+
+
+def _not_bytes(wbuf: bytearray, mark: int, data: object) -> TypeError:
+    """Take back the partly written message from ``mark`` on; the error for its data."""
+    del wbuf[mark:]
+    return TypeError(
+        f"message data must be bytes, bytearray or memoryview, not {type(data).__name__}"
+    )
+
+
+class Client(_ClientBase):
+    """A connection to a NATS system. Make one with ``await jetstream.connect(...)``."""
+
+    # -- properties ---------------------------------------------------------
+
+    @property
+    def stats(self) -> Statistics:
+        """Messages and bytes in and out, and reconnects, since the client was made."""
+        return Statistics(
+            self._in_msgs, self._out_msgs, self._in_bytes, self._out_bytes, self._reconnects
+        )
+
+    @property
+    def server_info(self) -> Info | None:
+        """The INFO of the server we are (or were last) connected to."""
+        return self._info
+
+    @property
+    def connected_url(self) -> str | None:
+        """The server we are connected to, without credentials."""
+        return str(self._current) if self._current is not None and self._conn else None
+
+    @property
+    def servers(self) -> list[str]:
+        """The server pool (discovered servers included), without credentials."""
+        return self._pool.urls()
+
+    @property
+    def max_payload(self) -> int:
+        return self._max_payload
+
+    @property
+    def last_error(self) -> BaseException | None:
+        return self._last_error
+
+    def __repr__(self) -> str:
+        return f"<jetstream.Client {self._state.value} {self.connected_url or ''}>".replace(
+            " >", ">"
+        )
+
+    async def force_reconnect(self) -> None:
+        """Drop the current socket and reconnect (to the next server of the pool)."""
+        self._check_open()
+        conn = self._conn
+        if conn is not None:
+            conn.fail(NatsError("reconnect forced"))
+
+    def set_servers(self, urls: Sequence[str]) -> None:
+        """Replace the server pool (reconnects use the new list)."""
+        self._pool.replace(urls)
+
+    # -- writing --------------------------------------------------------------------
+
+    async def publish(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview = b"",
+        *,
+        reply: str | None = None,
+        headers: HeadersLike | None = None,
+    ) -> None:
+        """Publish ``data`` on ``subject``; the bytes go out at the end of this loop iteration.
+
+        Waits only when the socket cannot take more (backpressure).
+
+        Raises:
+            BadSubjectError: the subject or reply subject is invalid (nothing is sent).
+            BadHeaderError: a header cannot be encoded (nothing is sent).
+            MaxPayloadError: headers + data exceed the server's max_payload (nothing is sent).
+            ReconnectBufferFullError: disconnected and the reconnect buffer is full.
+            ConnectionClosedError: the client is closed.
+        """
+        if reply is None and not headers:
+            # The fast path, inline: a cached, validated "PUB <subject> " prefix and a
+            # cached size line. _fast_limit is -1 while disconnected or closed.
+            pre = self._pub_prefixes.get(subject)
+            size = len(data)
+            if pre is not None and size <= self._fast_limit:
+                wbuf = self._wbuf
+                line = _SIZE_LINES.get(size)
+                if line is None:
+                    line = _size_line(size)
+                wbuf += pre
+                wbuf += line
+                try:
+                    wbuf += data
+                except TypeError:
+                    raise _not_bytes(wbuf, len(wbuf) - len(pre) - len(line), data) from None
+                wbuf += b"\r\n"
+                self._out_msgs += 1
+                self._out_bytes += size
+                if len(wbuf) >= FLUSH_THRESHOLD:
+                    self._flush_now()
+                    conn = self._conn
+                    if conn is not None and conn.write_paused:
+                        await self._wait_writable()
+                elif not self._flush_scheduled:
+                    self._flush_scheduled = True
+                    self._loop.call_soon(self._flush_cb)
+                return
+        self._publish_nowait(subject, data, reply, encode_headers(headers) if headers else None)
+        conn = self._conn
+        if conn is not None and conn.write_paused:
+            await self._wait_writable()
+
+    def _publish_nowait(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        reply: str | None,
+        hdr: bytes | None,
+    ) -> None:
+        """Validate and buffer one message (``hdr`` is an encoded header block or None)."""
+        if self._closed:
+            raise ConnectionClosedError(f"cannot publish to {subject!r}: the connection is closed")
+        wbuf = self._wbuf
+        pre = self._pub_prefixes.get(subject)
+        if pre is None:
+            pre = self._pub_prefix(subject)
+        if reply is not None and reply not in self._pub_prefixes:
+            self._pub_prefix(reply)
+        size = len(data) if hdr is None else len(data) + len(hdr)
+        self._check_room(subject, size, wbuf)
+        mark = len(wbuf)
+        try:
+            if reply is None and hdr is None:
+                # The fast path: the cached, validated "PUB <subject> " and a cached size line.
+                line = _SIZE_LINES.get(size)
+                if line is None:
+                    line = _size_line(size)
+                wbuf += pre
+                wbuf += line
+                wbuf += data
+                wbuf += b"\r\n"
+            else:
+                encode_pub(wbuf, subject, data, reply, hdr)
+        except TypeError:
+            raise _not_bytes(wbuf, mark, data) from None
+        self._out_msgs += 1
+        self._out_bytes += size
+        if len(wbuf) >= FLUSH_THRESHOLD:
+            self._flush_now()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_cb)
+
+    def _publish_to_reply(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        reply: bytes,
+        hdr: bytes | None,
+        now: bool = False,
+        pre: bytes | None = None,
+    ) -> None:
+        """Buffer a message whose reply subject the client made itself (not validated);
+        with ``now``, write it at once (someone waits for the answer). ``pre``: the
+        ``PUB <subject> `` prefix of a subject the server gave us (not validated); a
+        message without a reply subject passes ``PUB <subject>`` and ``reply=b""``."""
+        if self._closed:
+            raise ConnectionClosedError(f"cannot publish to {subject!r}: the connection is closed")
+        if pre is None:
+            pre = self._pub_prefixes.get(subject)
+            if pre is None:
+                pre = self._pub_prefix(subject)
+        wbuf = self._wbuf
+        size = len(data) if hdr is None else len(data) + len(hdr)
+        if size > self._fast_limit:
+            self._check_room(subject, size, wbuf)
+        mark = len(wbuf)
+        if hdr is None:
+            wbuf += b"%b%b %d\r\n" % (pre, reply, size)
+        else:
+            wbuf += b"H%b%b %d %d\r\n%b" % (pre, reply, len(hdr), size, hdr)
+        try:
+            wbuf += data
+        except TypeError:
+            raise _not_bytes(wbuf, mark, data) from None
+        wbuf += b"\r\n"
+        self._out_msgs += 1
+        self._out_bytes += size
+        if now or len(wbuf) >= FLUSH_THRESHOLD:
+            self._flush_now()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_cb)
+
+    def _publish_numbered(
+        self,
+        items: Sequence[tuple[str, bytes | bytearray | memoryview, bytes | None, Any]],
+        start: int,
+        stop: int,
+        reply_prefix: bytes,
+        seq: int,
+    ) -> tuple[int, NatsError | TypeError | None]:
+        """Buffer ``items[start:stop]`` (subject, data, encoded header block or None, any),
+        the k-th with the reply subject ``<reply_prefix><seq + k>`` (k from 1): the
+        numbered inbox replies of the async publisher, many at a time.
+
+        Checked as ``_publish_to_reply`` does. Returns how many were buffered and the
+        error that stopped the rest (an invalid subject, a payload too big, data that
+        is not bytes), if any.
+        """
+        if self._closed:
+            return 0, ConnectionClosedError("cannot publish: the connection is closed")
+        prefixes = self._pub_prefixes
+        limit = self._fast_limit
+        wbuf = self._wbuf
+        nbytes = 0
+        i = start
+        mark = len(wbuf)
+        try:
+            for i in range(start, stop):
+                mark = len(wbuf)
+                subject, data, hdr, _ = items[i]
+                seq += 1
+                pre = prefixes.get(subject)
+                if pre is None:
+                    pre = self._pub_prefix(subject)
+                if hdr is None:
+                    size = len(data)
+                    if size > limit:
+                        self._check_room(subject, size, wbuf)
+                    wbuf += b"%b%b%d %d\r\n" % (pre, reply_prefix, seq, size)
+                else:
+                    size = len(data) + len(hdr)
+                    if size > limit:
+                        self._check_room(subject, size, wbuf)
+                    wbuf += b"H%b%b%d %d %d\r\n%b" % (pre, reply_prefix, seq, len(hdr), size, hdr)
+                wbuf += data
+                wbuf += b"\r\n"
+                nbytes += size
+                if len(wbuf) >= FLUSH_THRESHOLD:
+                    self._flush_now()
+                    wbuf = self._wbuf
+            i = stop
+        except NatsError as exc:
+            return self._numbered_done(i - start, nbytes), exc
+        except TypeError:
+            return self._numbered_done(i - start, nbytes), _not_bytes(wbuf, mark, items[i][1])
+        return self._numbered_done(stop - start, nbytes), None
+
+    def _numbered_done(self, n: int, nbytes: int) -> int:
+        self._out_msgs += n
+        self._out_bytes += nbytes
+        if self._wbuf and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_cb)
+        return n
+
+    def _check_room(self, subject: str, size: int, wbuf: bytearray) -> None:
+        """Refuse a message too big for the server or for the reconnect buffer."""
+        if size > self._max_payload or (
+            self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size
+        ):
+            self._refuse(subject, size)
+
+    def _publish_reply(self, reply: str, body: bytes) -> None:
+        """Buffer a small message to a subject the server gave us (an ack subject).
+
+        No validation: the parser splits control lines on whitespace, so a reply
+        subject cannot carry the characters validation guards against.
+        """
+        if self._closed:
+            raise ConnectionClosedError(f"cannot publish to {reply!r}: the connection is closed")
+        wbuf = self._wbuf
+        wbuf += b"PUB %b %d\r\n%b\r\n" % (reply.encode(), len(body), body)
+        self._out_msgs += 1
+        self._out_bytes += len(body)
+        if len(wbuf) >= FLUSH_THRESHOLD:
+            self._flush_now()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_cb)
+
+    def _pub_prefix(self, subject: str) -> bytes:
+        """Validate a publish subject and cache its ``PUB <subject> `` prefix."""
+        validate_subject(subject)
+        cache = self._pub_prefixes
+        if len(cache) >= 4096:
+            cache.clear()
+        pre = cache[subject] = b"PUB " + subject.encode() + b" "
+        return pre
+
+    def _refuse(self, subject: str, size: int) -> NoReturn:
+        if size > self._max_payload:
+            raise MaxPayloadError(
+                f"message to {subject!r} is {size} bytes; the server's max_payload is "
+                f"{self._max_payload}"
+            )
+        raise ReconnectBufferFullError(
+            f"disconnected, and the reconnect buffer ({self._opts.reconnect_buf_size} "
+            f"bytes) cannot take {size} more for {subject!r}"
+        )
+
+    async def flush(self, timeout: float = 10.0) -> None:
+        """Send what is buffered and wait for the server's PONG (a full round trip).
+
+        Raises:
+            TimeoutError: no PONG within ``timeout`` seconds (also waiting for a reconnect).
+            DisconnectedError: the connection was lost before the PONG came.
+        """
+        self._check_open()
+        try:
+            async with asyncio.timeout(timeout):
+                if self._conn is None:
+                    await self._connected_ev.wait()
+                conn = self._conn
+                if conn is None:
+                    raise DisconnectedError("disconnected while flushing")
+                w = self._loop.create_future()
+                conn.pongs.append(w)
+                self._flush_now()
+                conn.write(PING)
+                await w
+        except TimeoutError as exc:
+            if isinstance(exc, NatsError):
+                raise
+            raise NatsTimeoutError(f"flush: no PONG within {timeout}s") from None
+
+    async def rtt(self, timeout: float = 10.0) -> float:
+        """The round-trip time to the server, in seconds."""
+        t0 = self._loop.time()
+        await self.flush(timeout)
+        return self._loop.time() - t0
+
+    # -- subscribing ---------------------------------------------------------------
+
+    def _new_sid(self) -> int:
+        return next(self._sids)
+
+    def _register(self, sid: int, target: Delivery) -> None:
+        self._subs[sid] = target
+
+    def _forget_sub(self, sid: int) -> None:
+        self._subs.pop(sid, None)
+
+    def _send_sub(self, subject: str, sid: int, queue: str | None) -> None:
+        encode_sub(self._wbuf, subject, sid, queue)
+        self._schedule_flush()
+
+    def _send_unsub(self, sid: int, max_msgs: int | None) -> None:
+        if self._state is _State.CLOSED:
+            return
+        encode_unsub(self._wbuf, sid, max_msgs)
+        self._schedule_flush()
+
+    async def subscribe(
+        self,
+        subject: str,
+        queue: str | None = None,
+        *,
+        cb: MsgHandler | None = None,
+        max_msgs: int | None = None,
+        pending_msgs_limit: int | None = None,
+        pending_bytes_limit: int | None = None,
+    ) -> Subscription:
+        """Subscribe to ``subject`` (wildcards allowed), optionally in a queue group.
+
+        Returns a ``Subscription``: iterate it, or pass ``cb`` to have a callback run
+        for each message in order. With ``max_msgs`` the server unsubscribes after that
+        many messages. Past ``pending_msgs_limit`` / ``pending_bytes_limit`` queued
+        messages, new ones are dropped and a ``SlowConsumerError`` is reported.
+
+        Raises:
+            BadSubjectError: the subject or queue name is invalid (nothing is sent).
+        """
+        self._check_open()
+        validate_subscribe_subject(subject)
+        if queue is not None:
+            validate_queue(queue)
+        if max_msgs is not None and max_msgs <= 0:
+            raise ValueError("max_msgs must be positive")
+        sid = self._new_sid()
+        sub = Subscription(
+            self,
+            sid,
+            subject,
+            queue,
+            cb,
+            max_msgs,
+            pending_msgs_limit or self._opts.pending_msgs_limit,
+            pending_bytes_limit or self._opts.pending_bytes_limit,
+        )
+        self._subs[sid] = sub
+        encode_sub(self._wbuf, subject, sid, queue)
+        if max_msgs is not None:
+            encode_unsub(self._wbuf, sid, max_msgs)
+        self._schedule_flush()
+        return sub
+
+    # -- request / reply -------------------------------------------------------------
+
+    def new_inbox(self) -> str:
+        """A fresh, unique inbox subject under this client's inbox prefix."""
+        return f"{self._opts.inbox_prefix}.{next_nuid()}"
+
+    def _request_mux(self) -> RequestMux:
+        mux = self._mux
+        if mux is None:
+            sid = self._new_sid()
+            mux = RequestMux(self, f"{self._opts.inbox_prefix}.{next_nuid()}.", sid)
+            self._subs[sid] = mux
+            self._send_sub(mux.subject, sid, None)
+            self._mux = mux
+        return mux
+
+    async def request(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview = b"",
+        *,
+        timeout: float = 1.0,
+        headers: HeadersLike | None = None,
+    ) -> Msg:
+        """Publish a request and wait for the first reply.
+
+        Raises:
+            NoRespondersError: nobody subscribes to ``subject`` (at once, not after the timeout).
+            TimeoutError: no reply within ``timeout`` seconds.
+            DisconnectedError: the connection was lost while waiting.
+        """
+        hdr = encode_headers(headers) if headers else None
+        return await self._request(subject, data, timeout, hdr, None)
+
+    async def _request(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        timeout: float,
+        hdr: bytes | None,
+        pre: bytes | None,
+    ) -> Msg:
+        """``request`` with an encoded header block; ``pre`` as in ``_publish_to_reply``."""
+        self._check_open()
+        mux = self._mux or self._request_mux()
+        n = next(mux.tokens)
+        token = str(n)
+        loop = self._loop
+        fut: asyncio.Future[Msg] = loop.create_future()
+        deadline = loop.time() + timeout
+        mux.waiters[token] = (fut, deadline, subject, timeout)
+        if deadline < mux.due:
+            mux.arm(deadline)  # else the mux's sweep is due first and will re-arm for it
+        try:
+            # A lone request is written now rather than at the end of this loop
+            # iteration (no flush callback, so no extra loop iteration); concurrent ones
+            # share one write at the end of the iteration. The reply subject is ours:
+            # not validated, not cached.
+            now = len(mux.waiters) == 1
+            self._publish_to_reply(subject, data, b"%b%d" % (mux.prefix_b, n), hdr, now, pre)
+            conn = self._conn
+            if conn is not None and conn.write_paused:
+                await self._wait_writable()
+            msg = await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # failed while we were cancelled: retrieved, not logged
+            raise
+        finally:
+            mux.waiters.pop(token, None)
+        if msg.status == 503:
+            raise NoRespondersError(f"no responders on {subject!r}")
+        return msg
+
+    async def request_many(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview = b"",
+        *,
+        timeout: float = 1.0,
+        max_msgs: int | None = None,
+        stall: float | None = None,
+        headers: HeadersLike | None = None,
+    ) -> list[Msg]:
+        """Publish a request and gather replies until ``max_msgs`` came, no reply came for
+        ``stall`` seconds, or ``timeout`` passed. Returns what was gathered (maybe nothing).
+
+        Raises:
+            NoRespondersError: nobody subscribes to ``subject``.
+        """
+        return await gather_replies(self, subject, data, timeout, max_msgs, stall, headers)
+
+    # -- errors, events, callbacks -------------------------------------------------------
+
+    def events(self) -> EventStream:
+        """An async iterator of ``ConnectionEvent``s, from now until the client closes.
+
+        Use it as ``async with nc.events() as events: async for ev in events: ...`` or
+        iterate it directly and call ``close()`` when done.
+        """
+        stream = EventStream(self)
+        self._event_streams.append(stream)
+        if self._state is _State.CLOSED:
+            stream._push(ConnectionEvent(EventKind.CLOSED))
+        return stream
+
+    # -- drain and close -------------------------------------------------------------
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Unsubscribe everything, let handlers finish what they already got, flush, close."""
+        if self._state is _State.CLOSED:
+            return
+        deadline = self._loop.time() + timeout
+        subs = [s for s in self._subs.values() if isinstance(s, Subscription)]
+        for s in subs:
+            self._send_unsub(s.sid, None)
+        try:
+            if self._conn is not None:
+                await self.flush(timeout=max(deadline - self._loop.time(), 0.001))
+        except NatsError:
+            pass
+        for s in subs:
+            self._forget_sub(s.sid)
+            s._finish(None)
+        for s in subs:
+            await s._wait_handled(max(deadline - self._loop.time(), 0.001))
+        mux = self._mux
+        while mux is not None and mux.waiters and self._loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        self._state = _State.DRAINING
+        try:
+            if self._conn is not None:
+                await self.flush(timeout=max(deadline - self._loop.time(), 0.001))
+        except NatsError:
+            pass
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection: buffered publishes are written, every waiter fails with
+        ``ConnectionClosedError``, subscriptions end, and no task is left behind."""
+        await self._shutdown(None)
+
+    async def wait_closed(self) -> None:
+        """Wait until the client is closed (by close(), drain() or giving up reconnecting)."""
+        await self._closed_ev.wait()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
