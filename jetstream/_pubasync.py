@@ -28,6 +28,7 @@ from ._retry import attempt_timeout, retry_delay
 from .api import PubAck, decode_response
 from .errors import (
     ConnectionClosedError,
+    DuplicateMessageConflictError,
     JetStreamError,
     NatsError,
     NoRespondersError,
@@ -280,7 +281,11 @@ class AsyncPublisher:
                 # the slow path: error replies lack fields a PubAck needs
                 ack = decode_response(op.payload, PubAck, subject)
         except (NoRespondersError, JetStreamError) as exc:
-            self._fail_entry(token, entry, exc)
+            # An id still being stored by an earlier attempt (10158): asked again, the
+            # stream answers with its ack.
+            again = row is None and isinstance(exc, DuplicateMessageConflictError)
+            if not (again and self._again(token, entry, exc)):
+                self._fail_entry(token, entry, exc)
         else:
             if row is None:
                 target.set_result(ack)

@@ -11,7 +11,13 @@ from ._pubasync import AsyncPublisher
 from ._retry import RETRY_BASE, attempt_timeout, retry_delay
 from .api import PubAck, decode_response
 from .core.client import Client
-from .errors import DisconnectedError, NatsError, NoRespondersError
+from .errors import (
+    DisconnectedError,
+    DuplicateMessageConflictError,
+    JetStreamApiError,
+    NatsError,
+    NoRespondersError,
+)
 from .errors import TimeoutError as NatsTimeoutError
 from .protocol.headers import (
     NATS_EXPECTED_LAST_MSG_ID,
@@ -117,8 +123,9 @@ class Publishing:
         ``retry_wait`` seconds up to about 1 s, until the deadline. With a ``msg_id``, a
         lost connection and an attempt left unanswered are retried too: the stream
         deduplicates the id inside its duplicate window, so a retry never stores the
-        message twice. Without one those raise at once, since the message may have
-        been stored.
+        message twice, and so is the answer that an earlier attempt of the id is still
+        being stored (10158, on a replicated stream). Without one those raise at once,
+        since the message may have been stored.
 
         Args:
             msg_id: ``Nats-Msg-Id``, for deduplication (and safe retries).
@@ -159,7 +166,9 @@ class Publishing:
             return decode_response(msg.data, PubAck, subject)
         except NoRespondersError as exc:
             first: NatsError = exc
-        except (DisconnectedError, NatsTimeoutError) as exc:
+        except (DisconnectedError, NatsTimeoutError, DuplicateMessageConflictError) as exc:
+            # A 10158 (only with an id): an earlier attempt of this id is still being
+            # stored; asked again, the stream answers with its ack (as a duplicate).
             if msg_id is None:
                 raise
             first = exc
@@ -198,7 +207,7 @@ class Publishing:
                 return decode_response(msg.data, PubAck, subject)
             except NoRespondersError as exc:
                 cause = exc
-            except (DisconnectedError, NatsTimeoutError) as exc:
+            except (DisconnectedError, NatsTimeoutError, DuplicateMessageConflictError) as exc:
                 if not keyed:
                     raise _gave_up(exc, subject, attempts, "(no msg_id: not retried)") from exc
                 cause = exc
@@ -326,9 +335,9 @@ def _gave_up(cause: NatsError, subject: str, attempts: int, how: str) -> NatsErr
         what = "the connection was lost during"
     else:
         what = "no ack came for"
-    exc = type(cause)(
-        f"{what} a publish to {subject!r}: {attempts} attempt(s) {how}; last: {cause}"
-    )
+    # an API answer (an id still being stored) as the last cause: no ack in time
+    kind = NatsTimeoutError if isinstance(cause, JetStreamApiError) else type(cause)
+    exc = kind(f"{what} a publish to {subject!r}: {attempts} attempt(s) {how}; last: {cause}")
     exc.attempts = attempts
     exc.__cause__ = cause
     return exc

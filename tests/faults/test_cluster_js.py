@@ -132,3 +132,27 @@ async def test_consume_survives_the_consumer_leader_killed(cluster: NatsCluster)
                 await done.wait()
         assert seen == set(range(total))
     await asyncio.to_thread(cluster.restart, victim)
+
+
+async def test_an_id_still_being_stored_is_asked_again(cluster: NatsCluster) -> None:
+    """The same msg id published many times at once to an R3 stream: while the first is
+    being replicated the stream answers the others with 10158 ("duplicate message id is
+    in process"). Both publish and publish_async ask again and get the stored message's
+    ack: one stored, every other call a duplicate of it, nothing raised."""
+    async with jetstream.connect(cluster.urls) as nc:
+        js = nc.jetstream(timeout=10)
+        stream = await js.create_stream(
+            StreamConfig(name="DUP", subjects=["dup.>"], num_replicas=3)
+        )
+        for n in range(10):
+            acks = await asyncio.gather(
+                *(js.publish("dup.a", b"x", msg_id=f"a{n}") for _ in range(30))
+            )
+            assert sorted(a.duplicate for a in acks) == [False] + [True] * 29
+            assert len({a.seq for a in acks}) == 1
+            futs = [await js.publish_async("dup.b", b"y", msg_id=f"b{n}") for _ in range(30)]
+            acks = list(await asyncio.gather(*futs))
+            assert sorted(a.duplicate for a in acks) == [False] + [True] * 29
+            assert len({a.seq for a in acks}) == 1
+        assert (await stream.info()).state.messages == 20
+        await js.delete_stream("DUP")
