@@ -6,7 +6,8 @@ in a Spark Connect session; nothing reaches for ``sparkContext`` or the JVM.
   every row to a stream exactly once within the stream's duplicate window.
 - ``write_dataframe(df, ...)``: the same for a batch job (a job id, or a key column).
 - ``register(spark)``: the ``jetstream`` format: ``spark.readStream`` / ``spark.read``
-  read a stream (see ``JetStreamDataSource``).
+  read a stream, ``df.writeStream`` / ``df.write`` write one (see
+  ``JetStreamDataSource``).
 
 Limits of exactly-once: the stream drops a repeated ``Nats-Msg-Id`` only inside its
 ``duplicate_window`` (at most 24 hours, and never longer than ``max_age``); the server keeps
