@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +64,15 @@ def _listening(port: int) -> bool:
         return False
 
 
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(30)
+
+
 class _Process:
     """One Spark JVM, its log, and its port."""
 
@@ -79,6 +89,8 @@ class _Process:
             env=env,
             start_new_session=True,  # its children (Python workers) stop with it
         )
+        # stopped at the latest when the interpreter exits (an interrupted test run)
+        self._finalizer = weakref.finalize(self, _kill_group, self.proc)
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
@@ -109,8 +121,8 @@ class _Process:
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(30)
+                _kill_group(self.proc)
+        self._finalizer.detach()
         self._out.close()
 
 
@@ -202,6 +214,13 @@ class StandaloneCluster:
         return f"spark://{LOOPBACK}:{self._master.port}"
 
     def start(self) -> Self:
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> Self:
         self.workdir.mkdir(parents=True, exist_ok=True)
         spark_class = str(spark_home() / "bin" / "spark-class")
         env = spark_env(SPARK_WORKER_DIR=str(self.workdir / "work"))
@@ -255,7 +274,7 @@ class StandaloneCluster:
         """Until the master has the worker (jobs submitted before would wait for it)."""
         assert self._master is not None and self._worker is not None
         deadline = time.monotonic() + timeout
-        while "Registered worker" not in self._master.tail(200):
+        while "Successfully registered with master" not in self._worker.tail(200):
             if time.monotonic() > deadline:
                 raise RuntimeError(
                     f"the worker did not register with the master:\n{self._master.tail()}\n"
