@@ -33,7 +33,6 @@ import asyncio
 import datetime as _dt
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -47,6 +46,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from ..api import DeliverPolicy
 from ..errors import NatsError, StreamNotFoundError
+from ..protocol.headers import parse_headers
 from ._common import (
     ConnectSpec,
     SparkConfigError,
@@ -88,11 +88,6 @@ _FIRST_CHUNK = 1000
 _MAX_CHUNK = 16384
 # a reader's consumer is deleted when it finishes; this is for a task that dies first
 _INACTIVE = 30.0
-
-_subject_of = attrgetter("subject")
-_data_of = attrgetter("data")
-_reply_of = attrgetter("reply")
-_raw_headers_of = attrgetter("raw_headers")
 
 
 @dataclass(frozen=True)
@@ -199,11 +194,21 @@ async def _bounds(opts: _Options) -> tuple[int, int]:
         await nc.close()
 
 
-def _header_items(raw: bytes | None, msg: JsMsg) -> list[tuple[str, str]] | None:
+def _header_items(raw: bytes | None) -> list[tuple[str, str]] | None:
+    """A message's headers as map entries; a header given several times keeps its values
+    joined by ", "."""
     if not raw:
         return None
-    h = msg.headers
+    h = parse_headers(raw)[2]
     return [(k, ", ".join(h.get_all(k))) for k in h]
+
+
+def _keep(keep: tuple[Any, Any, Any, Any], msg: JsMsg) -> None:
+    """Append the subject, payload, ack subject and header block of ``msg``."""
+    keep[0](msg.subject)
+    keep[1](msg.data)
+    keep[2](msg.reply or "")
+    keep[3](msg.raw_headers)
 
 
 class _RangeReader:
@@ -255,9 +260,9 @@ class _RangeReader:
             self._pending_last = n in (9, 11)
         return self._tokens
 
-    def _last_one(self, msg: JsMsg) -> bool:
-        """True if ``msg`` ends the range: the last sequence of it, or of the stream."""
-        reply = msg.reply or ""
+    def _last_one(self, reply: str) -> bool:
+        """True if the message of ``reply`` ends the range: the last sequence of it, or
+        of the stream."""
         seq, _, pending = self._learn(reply)
         tokens = reply.split(".")
         try:
@@ -274,58 +279,75 @@ class _RangeReader:
         # distinct and ascending), so nothing past it is waited for
         want = min(self.chunk_size, self.end - self.next_seq)
         self.chunk_size = min(self.chunk_size * 2, _MAX_CHUNK)
-        msgs: list[JsMsg] = []
-        append = msgs.append
+        # the fields of each message, kept apart: the message itself is dropped at once
+        # (a chunk of live messages would make every garbage collection walk them)
+        subjects: list[str] = []
+        datas: list[bytes] = []
+        replies: list[str] = []
+        raws: list[bytes | None] = []
+        keep = (subjects.append, datas.append, replies.append, raws.append)
         take = it.next
         wait = self.opts.conn.timeout
         try:
             if self._tokens is None and want > 0:
-                append(await take(timeout=wait))
-                self._learn(msgs[0].reply or "")
-                if self._last_one(msgs[0]):
+                msg = await take(timeout=wait)
+                _keep(keep, msg)
+                self._learn(msg.reply or "")
+                if self._last_one(msg.reply or ""):
                     want = 0
             if self._pending_last:
-                # a message whose ack subject ends in ".0" is the last one of the stream
-                # (the cheap test, per message)
-                if msgs and (msgs[-1].reply or "").endswith(".0"):
+                # an ack subject ending in ".0" is the last message of the stream (the
+                # cheap test, per message)
+                if replies and replies[-1].endswith(".0"):
                     want = 0
-                for _ in range(want - len(msgs)):
+                keep_subject, keep_data, keep_reply, keep_raw = keep
+                for _ in range(want - len(replies)):
                     msg = await take(timeout=wait)
-                    append(msg)
-                    if msg.reply.endswith(".0"):
+                    reply = msg.reply
+                    keep_subject(msg.subject)
+                    keep_data(msg.data)
+                    keep_reply(reply)
+                    keep_raw(msg.raw_headers)
+                    if reply.endswith(".0"):
                         break
             else:
-                for _ in range(want - len(msgs)):
+                for _ in range(want - len(replies)):
                     # about to wait for the network: if the last message ends the range
                     # (or the stream), nothing more is coming for it
-                    if msgs and not it.pending and self._last_one(msgs[-1]):
+                    if replies and not it.pending and self._last_one(replies[-1]):
                         break
-                    append(await take(timeout=wait))
+                    _keep(keep, await take(timeout=wait))
         except NatsError:
             # nothing more arrives: the rest of the range was deleted or expired
             self.done = True
-        if not msgs:
+        if not replies:
             self.done = True
             return None
-        return self._batch(msgs)
+        return self._batch(subjects, datas, replies, raws)
 
-    def _batch(self, msgs: list[JsMsg]) -> pa.RecordBatch:
-        replies = pa.array(list(map(_reply_of, msgs)), pa.string())
-        seq_at, ts_at, pending_at = self._learn(msgs[0].reply or "")
+    def _batch(
+        self,
+        subjects: list[str],
+        datas: list[bytes],
+        replies: list[str],
+        raws: list[bytes | None],
+    ) -> pa.RecordBatch:
+        seq_at, ts_at, pending_at = self._learn(replies[0])
+        reply_array = pa.array(replies, pa.string())
         if self._pending_last:
             # the last four tokens: stream sequence, consumer sequence, time, pending
-            tokens = pc.split_pattern(replies, ".", max_splits=4, reverse=True)
+            tokens = pc.split_pattern(reply_array, ".", max_splits=4, reverse=True)
             seq_at, ts_at, pending_at = 1, 3, 4
         else:
-            tokens = pc.split_pattern(replies, ".")
+            tokens = pc.split_pattern(reply_array, ".")
         seqs = pc.cast(pc.list_element(tokens, seq_at), pa.int64())
-        n = len(msgs)
+        n = len(replies)
         last = seqs[n - 1].as_py()
         if last >= self.end:
             # the tail of the batch lies past the range: cut it off
             n = int(pc.sum(pc.less(seqs, self.end)).as_py() or 0)
             self.done = True
-            msgs = msgs[:n]
+            del subjects[n:], datas[n:], raws[n:]
             seqs = seqs[:n]
             tokens = tokens[:n]
             last = seqs[n - 1].as_py() if n else self.end
@@ -334,19 +356,12 @@ class _RangeReader:
         self.next_seq = last + 1
         nanos = pc.cast(pc.list_element(tokens, ts_at), pa.int64())
         stamps = pc.divide(nanos, 1000).cast(pa.timestamp("us", tz="UTC"))
-        raw = list(map(_raw_headers_of, msgs))
-        if any(raw):
-            headers = pa.array(list(map(_header_items, raw, msgs)), _HEADERS_TYPE)
+        if any(raws):
+            headers = pa.array(list(map(_header_items, raws)), _HEADERS_TYPE)
         else:
             headers = pa.nulls(n, _HEADERS_TYPE)
         return pa.RecordBatch.from_arrays(
-            [
-                pa.array(list(map(_subject_of, msgs)), pa.string()),
-                pa.array(list(map(_data_of, msgs)), pa.binary()),
-                headers,
-                seqs,
-                stamps,
-            ],
+            [pa.array(subjects, pa.string()), pa.array(datas, pa.binary()), headers, seqs, stamps],
             schema=ARROW_SCHEMA,
         )
 
