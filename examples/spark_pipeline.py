@@ -3,8 +3,10 @@
 A stream ``ORDERS`` holds JSON orders (``{"user": ..., "amount": ..., "ts": ...}``).
 A Structured Streaming query reads it with the ``jetstream`` source, parses the JSON,
 sums the amounts per user and per one-minute window, and writes every updated total to
-the stream ``TOTALS`` through the exactly-once foreachBatch sink (message id: window,
-user and the batch's position, so a re-run batch is stored once).
+the stream ``TOTALS`` exactly once: through the foreachBatch sink, or with ``--writer``
+through the ``jetstream`` writer (``writeStream.format("jetstream")``). Either names each
+message after the query, the batch and the row's position, so a batch written again
+after a restart is stored once.
 
 Run it with ``make spark-demo`` (an embedded nats-server and local Spark), or against a
 server of your own: ``NATS_URL=nats://host:4222 python examples/spark_pipeline.py``. The
@@ -74,7 +76,7 @@ async def final_totals(url: str) -> dict[tuple[str, str], int]:
     return out
 
 
-def run_query(spark: Any, url: str, checkpoint: str) -> None:
+def run_query(spark: Any, url: str, checkpoint: str, writer: bool = False) -> None:
     from pyspark.sql import functions as F
 
     from jetstream.spark import foreach_batch_sink, register
@@ -104,15 +106,29 @@ def run_query(spark: Any, url: str, checkpoint: str) -> None:
             "total",
         )
     )
-    # --8<-- [start:sink]
-    sink = foreach_batch_sink(url, subject="totals.minute", stream="TOTALS", value_col=None)
-    query = (
-        totals.writeStream.outputMode("update")
-        .foreachBatch(sink)
-        .option("checkpointLocation", checkpoint)
-        .start()
-    )
-    # --8<-- [end:sink]
+    if writer:
+        # --8<-- [start:writer]
+        query = (
+            totals.writeStream.outputMode("complete")  # a data source writer: no "update"
+            .format("jetstream")
+            .option("servers", url)
+            .option("subject", "totals.minute")
+            .option("stream", "TOTALS")
+            .option("value_col", "")  # each row as JSON
+            .option("checkpointLocation", checkpoint)
+            .start()
+        )
+        # --8<-- [end:writer]
+    else:
+        # --8<-- [start:sink]
+        sink = foreach_batch_sink(url, subject="totals.minute", stream="TOTALS", value_col=None)
+        query = (
+            totals.writeStream.outputMode("update")
+            .foreachBatch(sink)
+            .option("checkpointLocation", checkpoint)
+            .start()
+        )
+        # --8<-- [end:sink]
     try:
         query.processAllAvailable()
     finally:
@@ -142,12 +158,12 @@ def make_session(master: str = "local[2]", connect: str | None = None) -> Any:
     return spark
 
 
-def demo(spark: Any, url: str) -> bool:
+def demo(spark: Any, url: str, writer: bool = False) -> bool:
     """Publish the orders, run the query, print the totals; True if they match."""
     expected = asyncio.run(setup(url))
     print(f"published {ORDERS} orders to ORDERS")
     with tempfile.TemporaryDirectory() as checkpoint:
-        run_query(spark, url, checkpoint)
+        run_query(spark, url, checkpoint, writer)
     totals = asyncio.run(final_totals(url))
     print("per-minute spend (from the TOTALS stream):")
     print(f"{'window':>8} " + " ".join(f"{u:>6}" for u in USERS))
@@ -170,6 +186,9 @@ def main(argv: list[str] | None = None) -> None:
         "(also: CONNECT=1 in the environment)",
     )
     parser.add_argument("--master", default="local[2]", help="where the driver runs its jobs")
+    parser.add_argument(
+        "--writer", action="store_true", help="the jetstream writer instead of the sink"
+    )
     args = parser.parse_args(argv)
     with ExitStack() as stack:
         url = os.environ.get("NATS_URL")
@@ -179,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
         spark = make_session(args.master, args.connect)
         stack.callback(spark.stop)
         print(f"{'Spark Connect' if args.connect else 'classic'} session")
-        if not demo(spark, url):
+        if not demo(spark, url, args.writer):
             sys.exit(1)
 
 

@@ -3,7 +3,7 @@ pipeline, then a 200,000-row ``write_dataframe``, through a classic session on a
 (``--master spark://...``) or a Spark Connect server (``--connect sc://...``). Prints one
 line ``RESULT {json}``.
 
-    python -m tests.spark.cluster_job --nats nats://... (--master URL | --connect URL)
+    python -m tests.spark.cluster_job --nats nats://... (--master URL | --connect URL) [--writer]
 """
 
 from __future__ import annotations
@@ -33,11 +33,12 @@ def main() -> None:
     parser.add_argument("--nats", required=True)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--connect")
+    parser.add_argument("--writer", action="store_true")
     args = parser.parse_args()
     example = _example()
     spark = example.make_session(args.master, args.connect)
     try:
-        pipeline = example.demo(spark, args.nats)
+        pipeline = example.demo(spark, args.nats, args.writer)
         df = spark.range(ROWS, numPartitions=4).selectExpr(
             "rpad(cast(id as string), 100, '.') as value"
         )

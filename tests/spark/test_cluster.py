@@ -1,8 +1,9 @@
 """A real standalone cluster on loopback (a master and a worker, each its own JVM, started
 by pyspark's ``spark-class``): the example pipeline and a 200,000-row ``write_dataframe``
-run on it twice, from a classic driver and then through a Spark Connect server whose jobs
-run on the cluster. Executors start their own Python workers, which import ``jetstream``
-from this interpreter's environment."""
+run on it twice, from a classic driver (the pipeline writing through the ``jetstream``
+writer) and then through a Spark Connect server whose jobs run on the cluster (the
+pipeline writing through the foreachBatch sink). Executors start their own Python workers,
+which import ``jetstream`` from this interpreter's environment."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def test_a_standalone_cluster_runs_the_pipeline_and_200k_rows_twice(
     url = module_nats_server.url
     make_stream(url, "CLUSTER", ["cluster.rows"], dedup=600.0)
     with StandaloneCluster(tmp_path / "cluster") as cluster:
-        first = _job(url, "--master", cluster.url)
+        first = _job(url, "--master", cluster.url, "--writer")
         assert first == {
             "pipeline": True,
             "rows": ROWS,
