@@ -204,3 +204,45 @@ def test_clear_errors_at_query_start(
     with pytest.raises(Exception, match="value_col='payload' is not a column"):
         run_query(spark, tmp_path / "in", tmp_path / "ckpt", sink)
     assert stream_state(url, "SINKERR") == (0, 0)
+
+
+def test_two_queries_at_once_without_a_key(
+    spark: Any, connect: bool, module_nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """A classic task knows its own query; under Spark Connect a second query of the same
+    session makes the sink's query ambiguous: refused at its first batch, not guessed."""
+    url = module_nats_server.url
+    make_stream(url, "SINKTWO", ["two.>"])
+    write_parquet(spark, tmp_path / "in", 100, files=1)
+
+    def start(name: str) -> Any:
+        sink = foreach_batch_sink(url, subject=f"two.{name}", stream="SINKTWO")
+        return (
+            spark.readStream.schema(SCHEMA)
+            .parquet(str(tmp_path / "in"))
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / f"ckpt-{name}"))
+            .trigger(processingTime="1 second")
+            .start()
+        )
+
+    first = start("a")
+    try:
+        first.processAllAvailable()  # running on, between batches
+        second = start("b")
+        try:
+            if connect:
+                with pytest.raises(Exception, match="2 streaming queries are active"):
+                    second.processAllAvailable()
+            else:
+                second.processAllAvailable()
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+    got = read_all(url, "SINKTWO")
+    names = {(s, h["Nats-Msg-Id"].split(":")[0]) for s, _, _, h in got}
+    if connect:
+        assert names == {("two.a", str(first.id))}
+    else:
+        assert names == {("two.a", str(first.id)), ("two.b", str(second.id))}
