@@ -35,6 +35,8 @@ Options (strings; Spark lowercases their names):
 from __future__ import annotations
 
 import logging
+import pickle
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -139,12 +141,25 @@ async def _check_report_subject(options: WriteOptions) -> None:
         await nc.close()
 
 
+# Spark makes the writer again to commit or abort each micro-batch, in a Python worker it
+# may reuse: a check that passed there is not made again for a while (options and schema
+# alike), so a batch's commit does not wait for three more connections.
+_CHECKED: dict[bytes, tuple[float, str]] = {}
+_CHECKED_FOR = 60.0
+
+
 def _start(options: WriteOptions, schema: StructType) -> str:
     """The checks made when the query (or the batch write) starts, before any row is sent:
     the columns, the stream, the report subject. Returns the stream's name."""
     check_columns(options.target, schema)
+    key = pickle.dumps((options, schema.json()))
+    now = time.monotonic()
+    hit = _CHECKED.get(key)
+    if hit is not None and now - hit[0] < _CHECKED_FOR:
+        return hit[1]
     stream = run_sync(check_stream(options.target))
     run_sync(_check_report_subject(options))
+    _CHECKED[key] = (now, stream)
     return stream
 
 
