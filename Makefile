@@ -23,9 +23,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(DEMO_STAMP)
 	$(BIN)/python -m jetstream demo
 
-# JetStream -> Spark -> JetStream on an embedded server and local Spark (needs Java 17+).
+# JetStream -> Spark -> JetStream on an embedded server and local Spark (needs Java 17+);
+# `make spark-demo CONNECT=1`: the same through Spark Connect (a server on local[2]).
 spark-demo: $(STAMP)
-	$(BIN)/python examples/spark_pipeline.py
+	$(BIN)/python examples/spark_pipeline.py $(if $(CONNECT),--connect)
 
 lint: $(STAMP)
 	$(BIN)/ruff check jetstream tests benchmarks examples

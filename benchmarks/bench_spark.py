@@ -1,6 +1,14 @@
-"""PySpark sink benchmark: rows per second through a streaming query's foreachBatch.
+"""PySpark benchmarks: the ``jetstream`` source and writer beside the plain client doing the
+same in one process, then the foreachBatch sink.
 
-Three runs of the same query (a parquet file source of N rows of about 100 bytes, read
+Source: a batch read (``spark.read.format("jetstream")`` into ``noop``) of a stream of N
+messages of 100 bytes (``--messages``, 400,000 by default) against a plain ordered consumer
+reading the same stream in this process. Writer: ``df.write.format("jetstream")`` of N rows
+of 100 bytes (a job id: one message id per row) against ``publish_async`` of the same
+messages, with message ids, from this process. Each pair takes turns, round after round
+(``--repeat``), and the best run of each counts; every run checks what was read or stored.
+
+Sink: three runs of the same query (a parquet file source of N rows of about 100 bytes, read
 with ``trigger(availableNow=True)``), each into a fresh memory stream with a duplicate
 window, on one embedded nats-server and local Spark (``local[2]``):
 
@@ -14,15 +22,17 @@ Then Spark's ``rate`` source, which offers a fixed number of rows a second (``--
 the rows per second each got through, so whether the sink keeps up with Spark alone
 at that rate.
 
-Run: ``.venv/bin/python -m benchmarks.bench_spark [--rows N] [--repeat R]`` (default one
-million rows, 2 rounds). The three take turns, round after round, and the best run of
-each counts; the first round also starts Spark's Python workers, which later rounds
-reuse. Every run checks that the stream holds exactly N messages.
+Run: ``.venv/bin/python -m benchmarks.bench_spark [--only source,writer,sink]
+[--messages N] [--rows N] [--repeat R]`` (default one million rows, 2 rounds). The three
+take turns, round after round, and the best run of each counts; the first round also
+starts Spark's Python workers, which later rounds reuse. Every run checks that the stream
+holds exactly N messages.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import shutil
 import sys
@@ -40,6 +50,8 @@ from jetstream.embedded import NatsServer
 SUBJECT = "bench.sink"
 STREAM = "BENCH_SINK"
 ROW_BYTES = 100
+READ_STREAM = "BENCH_READ"
+WRITE_STREAM = "BENCH_WRITE"
 
 
 def spark_session() -> Any:
@@ -55,24 +67,25 @@ def spark_session() -> Any:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "2g")
+        .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
     s.sparkContext.setLogLevel("ERROR")
     return s
 
 
-def fresh_stream(url: str) -> None:
+def fresh_stream(url: str, name: str = STREAM, subject: str = SUBJECT) -> None:
     async def go() -> None:
         async with jetstream.connect(url) as nc:
             js = nc.jetstream()
             try:
-                await js.delete_stream(STREAM)
+                await js.delete_stream(name)
             except jetstream.errors.StreamNotFoundError:
                 pass
             await js.create_stream(
                 StreamConfig(
-                    name=STREAM,
-                    subjects=[SUBJECT],
+                    name=name,
+                    subjects=[subject],
                     storage=StorageType.MEMORY,
                     duplicate_window=300.0,
                 )
@@ -81,13 +94,156 @@ def fresh_stream(url: str) -> None:
     asyncio.run(go())
 
 
-def stored(url: str) -> int:
+def stored(url: str, name: str = STREAM) -> int:
     async def go() -> int:
         async with jetstream.connect(url) as nc:
-            info = await (await nc.jetstream().stream(STREAM)).info()
+            info = await (await nc.jetstream().stream(name)).info()
             return info.state.messages
 
     return asyncio.run(go())
+
+
+# -- the source: a batch read against a plain ordered consumer ---------------------------
+
+
+def fill_read_stream(url: str, n: int) -> None:
+    fresh_stream(url, READ_STREAM, "bench.read")
+
+    async def go() -> None:
+        async with jetstream.connect(url) as nc:
+            js = nc.jetstream()
+            payload = b"r" * ROW_BYTES
+            for _ in range(n):
+                await js.publish_async("bench.read", payload)
+            await js.publish_async_complete(timeout=120)
+
+    asyncio.run(go())
+
+
+def plain_read(url: str, n: int) -> float:
+    """Seconds for one ordered consumer in this process to read the ``n`` messages."""
+
+    async def go() -> float:
+        async with jetstream.connect(url) as nc:
+            stream = await nc.jetstream().stream(READ_STREAM)
+            t0 = time.perf_counter()
+            oc = await stream.ordered_consumer()
+            got = 0
+            async with oc.messages(max_messages=5000) as it:
+                async for _ in it:
+                    got += 1
+                    if got == n:
+                        break
+            seconds = time.perf_counter() - t0
+            await oc.delete()
+            return seconds
+
+    return asyncio.run(go())
+
+
+def spark_read(spark: Any, url: str) -> float:
+    """Seconds for ``spark.read.format("jetstream")`` to read the stream into ``noop``."""
+    t0 = time.perf_counter()
+    (
+        spark.read.format("jetstream")
+        .option("servers", url)
+        .option("stream", READ_STREAM)
+        .load()
+        .write.format("noop")
+        .mode("overwrite")
+        .save()
+    )
+    return time.perf_counter() - t0
+
+
+def bench_source(spark: Any, url: str, n: int, repeat: int) -> list[Measurement]:
+    fill_read_stream(url, n)
+    count = (
+        spark.read.format("jetstream")
+        .option("servers", url)
+        .option("stream", READ_STREAM)
+        .load()
+        .count()
+    )
+    assert count == n, f"the source read {count} rows, not {n}"
+    runs = {
+        "plain consumer": lambda: plain_read(url, n),
+        "spark source": lambda: spark_read(spark, url),
+    }
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(max(1, repeat)):
+        for impl, run in runs.items():
+            gc.collect()
+            seconds = run()
+            print(f"read {n:,} x {ROW_BYTES} B, {impl}: {n / seconds:,.0f} rows/s", flush=True)
+            best[impl] = min(best[impl], seconds)
+    return [
+        Measurement(f"read {n // 1000}k x 100 B", impl, sec, n, n * ROW_BYTES)
+        for impl, sec in best.items()
+    ]
+
+
+# -- the writer: a batch write against publish_async from one process ---------------------
+
+
+def plain_write(url: str, n: int) -> float:
+    """Seconds for this process to publish ``n`` messages with ids and have every ack."""
+    fresh_stream(url, WRITE_STREAM, "bench.write")
+
+    async def go() -> float:
+        async with jetstream.connect(url) as nc:
+            js = nc.jetstream(publish_async_max_pending=4000)
+            t0 = time.perf_counter()
+            for i in range(n):
+                value = str(i).ljust(ROW_BYTES, "x").encode()
+                await js.publish_async("bench.write", value, msg_id=f"plain:{i}")
+            await js.publish_async_complete(timeout=120)
+            return time.perf_counter() - t0
+
+    seconds = asyncio.run(go())
+    got = stored(url, WRITE_STREAM)
+    assert got == n, f"plain publish: the stream holds {got} messages, not {n}"
+    return seconds
+
+
+def spark_write(spark: Any, url: str, n: int) -> float:
+    """Seconds for ``df.write.format("jetstream")`` to store ``n`` rows."""
+    fresh_stream(url, WRITE_STREAM, "bench.write")
+    df = spark.range(n, numPartitions=2).selectExpr(
+        f"rpad(cast(id as string), {ROW_BYTES}, 'x') as value"
+    )
+    t0 = time.perf_counter()
+    (
+        df.write.format("jetstream")
+        .mode("append")
+        .option("servers", url)
+        .option("subject", "bench.write")
+        .option("stream", WRITE_STREAM)
+        .option("job_id", "bench")
+        .save()
+    )
+    seconds = time.perf_counter() - t0
+    got = stored(url, WRITE_STREAM)
+    assert got == n, f"spark writer: the stream holds {got} messages, not {n}"
+    return seconds
+
+
+def bench_writer(spark: Any, url: str, n: int, repeat: int) -> list[Measurement]:
+    runs = {
+        "plain publish": lambda: plain_write(url, n),
+        "spark writer": lambda: spark_write(spark, url, n),
+    }
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(max(1, repeat)):
+        for impl, run in runs.items():
+            gc.collect()
+            seconds = run()
+            print(f"write {n:,} x {ROW_BYTES} B, {impl}: {n / seconds:,.0f} rows/s", flush=True)
+            best[impl] = min(best[impl], seconds)
+    return [
+        Measurement(f"write {n // 1000}k x 100 B", impl, sec, n, n * ROW_BYTES)
+        for impl, sec in best.items()
+    ]
 
 
 def nats_py_batch(url: str) -> Any:
@@ -183,75 +339,115 @@ def _rows_done(q: Any) -> int:
     return sum(int(p["numInputRows"]) for p in q.recentProgress)
 
 
+def bench_sink(spark: Any, url: str, args: Any, tmp: Path) -> list[Measurement]:
+    from jetstream.spark import foreach_batch_sink
+
+    n = args.rows
+    results: list[Measurement] = []
+    src = tmp / "in"
+    spark.range(n).selectExpr(
+        "id", f"rpad(cast(id as string), {ROW_BYTES}, 'x') as value"
+    ).repartition(4).write.parquet(str(src))
+    runs: list[tuple[str, Any]] = [
+        ("spark alone", noop_batch),
+        ("jetstream", foreach_batch_sink(url, subject=SUBJECT, stream=STREAM)),
+        ("nats-py", nats_py_batch(url)),
+    ]
+    best: dict[str, float] = {}
+    # rounds taking turns: a busy spell of the machine hits every client alike
+    for _ in range(max(1, args.repeat)):
+        for impl, fn in runs:
+            fresh_stream(url)
+            seconds = run_query(spark, src, fn, tmp / "ckpt")
+            if impl != "spark alone":
+                got = stored(url)
+                assert got == n, f"{impl}: stream holds {got} messages, not {n}"
+            print(f"{impl}: {n / seconds:,.0f} rows/s ({seconds:.1f} s)", flush=True)
+            best[impl] = min(best.get(impl, seconds), seconds)
+    for impl, seconds in best.items():
+        results.append(Measurement("foreachBatch 100 B rows", impl, seconds, n, n * ROW_BYTES))
+    if args.rate:
+        # Spark's rate source offers a fixed number of rows a second: does the
+        # sink keep up with what Spark alone moves at that rate?
+        kept: dict[str, float] = {}
+        for impl, fn in runs[:2]:
+            fresh_stream(url)
+            kept[impl], done = run_rate(spark, fn, tmp / "ckpt", args.rate, args.seconds)
+            if impl == "jetstream":
+                got = stored(url)
+                # every completed batch is stored; a batch cut off by stop() maybe
+                assert got >= done, f"stream holds {got} messages, batches had {done}"
+            print(f"rate source at {args.rate:,} rows/s, {impl}: {kept[impl]:,.0f} rows/s")
+        print(
+            f"rate source: jetstream sink / spark alone: "
+            f"{kept['jetstream'] / kept['spark alone']:.2f}x"
+        )
+    return results
+
+
 def main() -> None:
-    parser = arg_parser("PySpark foreachBatch sink throughput")
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser = arg_parser("PySpark source, writer and foreachBatch sink throughput")
+    parser.add_argument(
+        "--only", default="source,writer,sink", help="which of source, writer, sink to run"
+    )
+    parser.add_argument(
+        "--messages", type=int, default=400_000, help="messages read by source, written by writer"
+    )
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows through the sink")
     parser.add_argument(
         "--rate", type=int, default=100_000, help="rows/s of the rate-source run (0: none)"
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="length of that run")
-    parser.set_defaults(repeat=2)  # a round takes a minute and a half
+    parser.set_defaults(repeat=2)  # a sink round takes a minute and a half
     args = parser.parse_args()
-    n = args.rows
-    from jetstream.spark import foreach_batch_sink
+    only = {w.strip() for w in args.only.split(",")}
+    from jetstream.spark import register
 
     spark = spark_session()
+    register(spark)
     tmp = Path(tempfile.mkdtemp(prefix="bench-spark-"))
-    results: list[Measurement] = []
+    source: list[Measurement] = []
+    writer: list[Measurement] = []
+    sink: list[Measurement] = []
     try:
-        src = tmp / "in"
-        spark.range(n).selectExpr(
-            "id", f"rpad(cast(id as string), {ROW_BYTES}, 'x') as value"
-        ).repartition(4).write.parquet(str(src))
         with NatsServer() as server:
             url = server.url
-            runs: list[tuple[str, Any]] = [
-                ("spark alone", noop_batch),
-                ("jetstream", foreach_batch_sink(url, subject=SUBJECT, stream=STREAM)),
-                ("nats-py", nats_py_batch(url)),
-            ]
-            best: dict[str, float] = {}
-            # rounds taking turns: a busy spell of the machine hits every client alike
-            for _ in range(max(1, args.repeat)):
-                for impl, fn in runs:
-                    fresh_stream(url)
-                    seconds = run_query(spark, src, fn, tmp / "ckpt")
-                    if impl != "spark alone":
-                        got = stored(url)
-                        assert got == n, f"{impl}: stream holds {got} messages, not {n}"
-                    print(f"{impl}: {n / seconds:,.0f} rows/s ({seconds:.1f} s)", flush=True)
-                    best[impl] = min(best.get(impl, seconds), seconds)
-            for impl, seconds in best.items():
-                results.append(
-                    Measurement("foreachBatch 100 B rows", impl, seconds, n, n * ROW_BYTES)
-                )
-            if args.rate:
-                # Spark's rate source offers a fixed number of rows a second: does the
-                # sink keep up with what Spark alone moves at that rate?
-                kept: dict[str, float] = {}
-                for impl, fn in runs[:2]:
-                    fresh_stream(url)
-                    kept[impl], done = run_rate(spark, fn, tmp / "ckpt", args.rate, args.seconds)
-                    if impl == "jetstream":
-                        got = stored(url)
-                        # every completed batch is stored; a batch cut off by stop() maybe
-                        assert got >= done, f"stream holds {got} messages, batches had {done}"
-                    print(f"rate source at {args.rate:,} rows/s, {impl}: {kept[impl]:,.0f} rows/s")
-                print(
-                    f"rate source: jetstream sink / spark alone: "
-                    f"{kept['jetstream'] / kept['spark alone']:.2f}x"
-                )
+            if "source" in only:
+                source = bench_source(spark, url, args.messages, max(args.repeat, 3))
+            if "writer" in only:
+                writer = bench_writer(spark, url, args.messages, max(args.repeat, 3))
+            if "sink" in only:
+                sink = bench_sink(spark, url, args, tmp)
     finally:
         spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    report(
-        [m for m in results if m.impl != "spark alone"],
-        title="PySpark sink (rows/s)",
-        json_output=args.json,
-    )
-    alone = next(m for m in results if m.impl == "spark alone")
-    ours = next(m for m in results if m.impl == "jetstream")
-    print(f"jetstream sink / spark alone: {ours.ops_per_s / alone.ops_per_s:.2f}x of Spark's rate")
+    if source:
+        report(
+            source,
+            title="PySpark source: batch read against a plain ordered consumer (rows/s)",
+            json_output=args.json,
+            ours="spark source",
+            baseline="plain consumer",
+        )
+    if writer:
+        report(
+            writer,
+            title="PySpark writer: batch write against publish_async in one process (rows/s)",
+            json_output=args.json,
+            ours="spark writer",
+            baseline="plain publish",
+        )
+    if sink:
+        report(
+            [m for m in sink if m.impl != "spark alone"],
+            title="PySpark sink (rows/s)",
+            json_output=args.json,
+        )
+        alone = next(m for m in sink if m.impl == "spark alone")
+        ours = next(m for m in sink if m.impl == "jetstream")
+        print(
+            f"jetstream sink / spark alone: {ours.ops_per_s / alone.ops_per_s:.2f}x of Spark's rate"
+        )
 
 
 if __name__ == "__main__":

@@ -3,15 +3,21 @@
 A stream ``ORDERS`` holds JSON orders (``{"user": ..., "amount": ..., "ts": ...}``).
 A Structured Streaming query reads it with the ``jetstream`` source, parses the JSON,
 sums the amounts per user and per one-minute window, and writes every updated total to
-the stream ``TOTALS`` through the exactly-once foreachBatch sink (message id: window,
-user and the batch's position, so a re-run batch is stored once).
+the stream ``TOTALS`` exactly once: through the foreachBatch sink, or with ``--writer``
+through the ``jetstream`` writer (``writeStream.format("jetstream")``). Either names each
+message after the query, the batch and the row's position, so a batch written again
+after a restart is stored once.
 
 Run it with ``make spark-demo`` (an embedded nats-server and local Spark), or against a
-server of your own: ``NATS_URL=nats://host:4222 python examples/spark_pipeline.py``.
+server of your own: ``NATS_URL=nats://host:4222 python examples/spark_pipeline.py``. The
+same code runs through Spark Connect: ``make spark-demo CONNECT=1`` (or ``--connect``: a
+Spark Connect server started in this process on ``local[2]``; ``--connect sc://host:port``:
+one running elsewhere), and on a cluster: ``--master spark://host:7077``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import datetime as dt
 import json
@@ -70,7 +76,7 @@ async def final_totals(url: str) -> dict[tuple[str, str], int]:
     return out
 
 
-def run_query(spark: Any, url: str, checkpoint: str) -> None:
+def run_query(spark: Any, url: str, checkpoint: str, writer: bool = False) -> None:
     from pyspark.sql import functions as F
 
     from jetstream.spark import foreach_batch_sink, register
@@ -100,56 +106,99 @@ def run_query(spark: Any, url: str, checkpoint: str) -> None:
             "total",
         )
     )
-    # --8<-- [start:sink]
-    sink = foreach_batch_sink(url, subject="totals.minute", stream="TOTALS", value_col=None)
-    query = (
-        totals.writeStream.outputMode("update")
-        .foreachBatch(sink)
-        .option("checkpointLocation", checkpoint)
-        .start()
-    )
-    # --8<-- [end:sink]
+    if writer:
+        # --8<-- [start:writer]
+        query = (
+            totals.writeStream.outputMode("complete")  # a data source writer: no "update"
+            .format("jetstream")
+            .option("servers", url)
+            .option("subject", "totals.minute")
+            .option("stream", "TOTALS")
+            .option("value_col", "")  # each row as JSON
+            .option("checkpointLocation", checkpoint)
+            .start()
+        )
+        # --8<-- [end:writer]
+    else:
+        # --8<-- [start:sink]
+        sink = foreach_batch_sink(url, subject="totals.minute", stream="TOTALS", value_col=None)
+        query = (
+            totals.writeStream.outputMode("update")
+            .foreachBatch(sink)
+            .option("checkpointLocation", checkpoint)
+            .start()
+        )
+        # --8<-- [end:sink]
     try:
         query.processAllAvailable()
     finally:
         query.stop()
 
 
-def main() -> None:
+def make_session(master: str = "local[2]", connect: str | None = None) -> Any:
+    """A classic session on ``master``, or a Spark Connect session: ``connect`` is the
+    server's ``sc://`` URL, or ``"local"`` for a server started in this process."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder.appName("jetstream-spark-demo")
+    if connect is not None:
+        builder = builder.remote(master if connect == "local" else connect)
+    else:
+        builder = builder.master(master)
+    if connect is None or connect == "local":  # settings of a driver started here
+        builder = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.ui.showConsoleProgress", "false")
+        )
+    spark = builder.config("spark.sql.shuffle.partitions", "2").getOrCreate()
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    return spark
+
+
+def demo(spark: Any, url: str, writer: bool = False) -> bool:
+    """Publish the orders, run the query, print the totals; True if they match."""
+    expected = asyncio.run(setup(url))
+    print(f"published {ORDERS} orders to ORDERS")
+    with tempfile.TemporaryDirectory() as checkpoint:
+        run_query(spark, url, checkpoint, writer)
+    totals = asyncio.run(final_totals(url))
+    print("per-minute spend (from the TOTALS stream):")
+    print(f"{'window':>8} " + " ".join(f"{u:>6}" for u in USERS))
+    for window in sorted({w for w, _ in totals}):
+        cells = " ".join(f"{totals.get((window, u), 0):>6}" for u in USERS)
+        print(f"{window:>8} {cells}")
+    print(f"grand total: {sum(totals.values())}")
+    print("matches the orders:", "yes" if totals == expected else "NO")
+    return totals == expected
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument(
+        "--connect",
+        nargs="?",
+        const="local",
+        default="local" if os.environ.get("CONNECT") else None,
+        help="through Spark Connect: a server's sc:// URL, or none to start one here "
+        "(also: CONNECT=1 in the environment)",
+    )
+    parser.add_argument("--master", default="local[2]", help="where the driver runs its jobs")
+    parser.add_argument(
+        "--writer", action="store_true", help="the jetstream writer instead of the sink"
+    )
+    args = parser.parse_args(argv)
     with ExitStack() as stack:
         url = os.environ.get("NATS_URL")
         if not url:
             url = stack.enter_context(NatsServer()).url
             print(f"embedded nats-server on {url}")
-        expected = asyncio.run(setup(url))
-        print(f"published {ORDERS} orders to ORDERS")
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("jetstream-spark-demo")
-            .config("spark.ui.enabled", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = make_session(args.master, args.connect)
         stack.callback(spark.stop)
-        checkpoint = stack.enter_context(tempfile.TemporaryDirectory())
-        run_query(spark, url, checkpoint)
-        totals = asyncio.run(final_totals(url))
-        print("per-minute spend (from the TOTALS stream):")
-        print(f"{'window':>8} " + " ".join(f"{u:>6}" for u in USERS))
-        for window in sorted({w for w, _ in totals}):
-            cells = " ".join(f"{totals.get((window, u), 0):>6}" for u in USERS)
-            print(f"{window:>8} {cells}")
-        print(f"grand total: {sum(totals.values())}")
-        print("matches the orders:", "yes" if totals == expected else "NO")
-        if totals != expected:
+        print(f"{'Spark Connect' if args.connect else 'classic'} session")
+        if not demo(spark, url, args.writer):
             sys.exit(1)
 
 

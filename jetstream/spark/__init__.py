@@ -1,10 +1,13 @@
-"""PySpark adapter (the ``spark`` extra: pyspark 4.2 or newer, pyarrow).
+"""PySpark adapter (the ``spark`` extra: pyspark 4.2 or newer, pyarrow, and the Spark
+Connect client's dependencies). Everything here works the same in a classic session and
+in a Spark Connect session; nothing reaches for ``sparkContext`` or the JVM.
 
 - ``foreach_batch_sink(...)``: the function for ``df.writeStream.foreachBatch``; writes
   every row to a stream exactly once within the stream's duplicate window.
-- ``write_dataframe(df, ...)``: the same for a batch job, with a caller-given job id.
-- ``register(spark)``: makes ``spark.readStream.format("jetstream")`` and
-  ``spark.read.format("jetstream")`` read a stream (see ``JetStreamDataSource``).
+- ``write_dataframe(df, ...)``: the same for a batch job (a job id, or a key column).
+- ``register(spark)``: the ``jetstream`` format: ``spark.readStream`` / ``spark.read``
+  read a stream, ``df.writeStream`` / ``df.write`` write one (see
+  ``JetStreamDataSource``).
 
 Limits of exactly-once: the stream drops a repeated ``Nats-Msg-Id`` only inside its
 ``duplicate_window`` (at most 24 hours, and never longer than ``max_age``); the server keeps
@@ -24,8 +27,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from ._common import ConnectSpec, SparkConfigError, SparkWriteError
+from ._datasource import JetStreamDataSource, register
 from ._sink import BatchReport, ForeachBatchSink, foreach_batch_sink, write_dataframe
-from ._source import SCHEMA, JetStreamDataSource, register
+from ._source import SCHEMA
 
 __all__ = [
     "BatchReport",

@@ -1,5 +1,6 @@
-"""What the sink and the source share: connection settings that survive pickling, running
-a coroutine from Spark's synchronous callbacks, and the adapter's errors."""
+"""What the sink, the writer and the source share: connection settings that survive
+pickling, the string options of the ``jetstream`` data source, running a coroutine from
+Spark's synchronous callbacks, and the adapter's errors."""
 
 from __future__ import annotations
 
@@ -7,12 +8,24 @@ import asyncio
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..client import Client
 from ..errors import NatsError
 
-__all__ = ["ConnectSpec", "SparkConfigError", "SparkWriteError", "run_sync"]
+if TYPE_CHECKING:
+    from jetstream import Client
+
+__all__ = [
+    "CONNECT_OPTIONS",
+    "ConnectSpec",
+    "SparkConfigError",
+    "SparkWriteError",
+    "connect_spec_from_options",
+    "is_connect",
+    "lower_keys",
+    "number_option",
+    "run_sync",
+]
 
 T = TypeVar("T")
 
@@ -39,10 +52,27 @@ _PICKLABLE = {
     "inbox_prefix",
 }
 
+#: the connect options of the ``jetstream`` data source (string options)
+CONNECT_OPTIONS = (
+    "user",
+    "password",
+    "token",
+    "creds",
+    "name",
+    "connect_timeout",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "api_prefix",
+    "domain",
+    "timeout",
+)
+
 
 class SparkConfigError(NatsError, ValueError):
-    """The sink or source was set up wrong: a missing stream or column, a stream without
-    a duplicate window, an unreachable server. Raised when the query starts."""
+    """The sink, writer or source was set up wrong: a missing stream or column, a stream
+    without a duplicate window, an unreachable server. Raised when the query starts (at
+    its first batch), with the option at fault named in the message."""
 
 
 class SparkWriteError(NatsError):
@@ -89,7 +119,7 @@ class ConnectSpec:
         if isinstance(servers, str):
             servers = [s.strip() for s in servers.split(",") if s.strip()]
         if not servers:
-            raise SparkConfigError("no NATS server given")
+            raise SparkConfigError("servers: no NATS server given")
         return cls(
             tuple(servers), dict(options), tls_ca, tls_cert, tls_key, api_prefix, domain, timeout
         )
@@ -100,8 +130,7 @@ class ConnectSpec:
 
     async def connect(self) -> Client:
         """Connect; an unreachable server is a ``SparkConfigError`` naming the servers."""
-        from .. import connect
-        from ..core.tls import make_ssl_context
+        from jetstream import connect, make_ssl_context
 
         kw: dict[str, Any] = {"max_reconnect_attempts": 10, **self.options}
         if self.tls_ca or self.tls_cert:
@@ -112,13 +141,74 @@ class ConnectSpec:
             return await connect(list(self.servers), **kw)
         except NatsError as exc:
             raise SparkConfigError(
-                f"cannot connect to NATS at {', '.join(self.servers)}: {exc}"
+                f"servers={','.join(self.servers)!r}: cannot connect to NATS at "
+                f"{', '.join(self.servers)}: {exc}"
             ) from exc
 
     def jetstream(self, nc: Client, **kw: Any) -> Any:
         return nc.jetstream(
             domain=self.domain, api_prefix=self.api_prefix, timeout=self.timeout, **kw
         )
+
+
+def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
+    """The options with lowercase names (Spark lowercases them in some paths, not all)."""
+    return {k.lower(): v for k, v in options.items()}
+
+
+def number_option(o: Mapping[str, str], key: str, low: int) -> int | None:
+    """A whole-number option of at least ``low``, or None when not given."""
+    raw = o.get(key)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SparkConfigError(f"option {key}={raw!r} is not a whole number") from None
+    if value < low:
+        raise SparkConfigError(f"option {key} must be at least {low}, not {value}")
+    return value
+
+
+def _seconds_option(o: Mapping[str, str], key: str, default: float) -> float:
+    raw = o.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SparkConfigError(f"option {key}={raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise SparkConfigError(f"option {key} must be above 0, not {value:g}")
+    return value
+
+
+def connect_spec_from_options(o: Mapping[str, str], what: str) -> ConnectSpec:
+    """The ``ConnectSpec`` of a data source's string options (already lowercased):
+    ``servers`` and ``CONNECT_OPTIONS``. ``what`` names the source or writer in errors."""
+    servers = o.get("servers")
+    if not servers:
+        raise SparkConfigError(f"the jetstream {what} needs option servers=")
+    kw: dict[str, Any] = {
+        k: o[k] for k in ("user", "password", "token", "creds", "name") if o.get(k)
+    }
+    if o.get("connect_timeout"):
+        kw["connect_timeout"] = _seconds_option(o, "connect_timeout", 2.0)
+    return ConnectSpec.make(
+        servers,
+        tls_ca=o.get("tls_ca") or None,
+        tls_cert=o.get("tls_cert") or None,
+        tls_key=o.get("tls_key") or None,
+        api_prefix=o.get("api_prefix") or None,
+        domain=o.get("domain") or None,
+        timeout=_seconds_option(o, "timeout", 10.0),
+        **kw,
+    )
+
+
+def is_connect(obj: Any) -> bool:
+    """True if ``obj`` (a DataFrame or a SparkSession) belongs to Spark Connect."""
+    return type(obj).__module__.startswith("pyspark.sql.connect.")
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -5,7 +5,9 @@ Offsets are stream sequences: ``{"seq": n}`` is the next sequence to read. Each
 micro-batch covers the sequences ``[start, end)`` and is split into contiguous ranges,
 one per Spark partition; a partition reads its range inside its task with an ordered
 consumer (filtered on the server) and stops at the range's end, so every message of the
-stream is read once per query, across restarts from the checkpoint too.
+stream is read once per query, across restarts from the checkpoint too. A range is
+handed to Spark as Arrow record batches, built a column at a time: no Python object per
+row beyond the message itself.
 
 Options (Spark lowercases option names, so they are written in snake_case):
 
@@ -17,7 +19,8 @@ Options (Spark lowercases option names, so they are written in snake_case):
     end_seq              last sequence to read, inclusive (batch reads only)
     max_rows_per_batch   at most this many sequences per micro-batch
     partitions           ranges per batch (default 2)
-    user, password, token, creds, tls_ca, tls_cert, tls_key, api_prefix, domain, timeout
+    user, password, token, creds, connect_timeout, tls_ca, tls_cert, tls_key,
+    api_prefix, domain, timeout
 
 Rows: ``subject`` (string), ``data`` (binary), ``headers`` (map of string to string; a
 header given several times keeps its values joined by ", "), ``sequence`` (long, the stream
@@ -28,12 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceReader,
     DataSourceStreamReader,
     InputPartition,
@@ -42,24 +46,48 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from ..api import DeliverPolicy
 from ..errors import NatsError, StreamNotFoundError
-from ._common import ConnectSpec, SparkConfigError, run_sync
+from ..protocol.headers import parse_headers
+from ._common import (
+    ConnectSpec,
+    SparkConfigError,
+    connect_spec_from_options,
+    lower_keys,
+    number_option,
+    run_sync,
+)
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from jetstream import Client, JsMsg, OrderedConsumer
 
-    from ..client import Client
-    from ..ordered import OrderedConsumer, OrderedStream
-
-__all__ = ["SCHEMA", "JetStreamDataSource", "SeqRange", "register"]
+__all__ = [
+    "ARROW_SCHEMA",
+    "SCHEMA",
+    "BatchReader",
+    "SeqRange",
+    "StreamReader",
+    "read_batches",
+]
 
 SCHEMA = (
     "subject string, data binary, headers map<string,string>, sequence long, timestamp timestamp"
 )
-# messages taken from the consumer per step of a partition's reader
-_CHUNK = 1000
+#: ``SCHEMA`` as Spark wants it in the Arrow batches of ``read()``
+ARROW_SCHEMA = pa.schema(
+    [
+        ("subject", pa.string()),
+        ("data", pa.binary()),
+        ("headers", pa.map_(pa.string(), pa.string())),
+        ("sequence", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+    ]
+)
+_HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
+# messages taken from the consumer per Arrow batch: the first batches are small (a short
+# range answers quickly), later ones grow to this
+_FIRST_CHUNK = 1000
+_MAX_CHUNK = 16384
 # a reader's consumer is deleted when it finishes; this is for a task that dies first
 _INACTIVE = 30.0
-_CONNECT_KEYS = ("user", "password", "token", "creds", "name")
 
 
 @dataclass(frozen=True)
@@ -75,26 +103,11 @@ class _Options:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> _Options:
-        o = {k.lower(): v for k, v in options.items()}
-        servers = o.get("servers")
+        o = lower_keys(options)
+        conn = connect_spec_from_options(o, "source")
         stream = o.get("stream")
-        if not servers:
-            raise SparkConfigError("the jetstream source needs option servers=")
         if not stream:
             raise SparkConfigError("the jetstream source needs option stream=")
-
-        def number(key: str, low: int) -> int | None:
-            raw = o.get(key)
-            if raw is None:
-                return None
-            try:
-                value = int(raw)
-            except ValueError:
-                raise SparkConfigError(f"option {key}={raw!r} is not a whole number") from None
-            if value < low:
-                raise SparkConfigError(f"option {key} must be at least {low}, not {value}")
-            return value
-
         start_time = None
         if o.get("start_time"):
             try:
@@ -105,27 +118,16 @@ class _Options:
                 ) from None
             if start_time.tzinfo is None:
                 start_time = start_time.replace(tzinfo=_dt.UTC)
-        conn_opts: dict[str, Any] = {k: o[k] for k in _CONNECT_KEYS if o.get(k)}
-        conn = ConnectSpec.make(
-            o["servers"],
-            tls_ca=o.get("tls_ca"),
-            tls_cert=o.get("tls_cert"),
-            tls_key=o.get("tls_key"),
-            api_prefix=o.get("api_prefix"),
-            domain=o.get("domain"),
-            timeout=float(o.get("timeout", "10")),
-            **conn_opts,
-        )
         subjects = tuple(s.strip() for s in o.get("subjects", "").split(",") if s.strip())
         return cls(
             conn,
             stream,
             subjects,
-            number("start_seq", 1),
+            number_option(o, "start_seq", 1),
             start_time,
-            number("end_seq", 0),
-            number("max_rows_per_batch", 1),
-            number("partitions", 1) or 2,
+            number_option(o, "end_seq", 0),
+            number_option(o, "max_rows_per_batch", 1),
+            number_option(o, "partitions", 1) or 2,
         )
 
 
@@ -153,6 +155,13 @@ def _split(first: int, end: int, parts: int) -> list[SeqRange]:
     return out
 
 
+def _missing(opts: _Options) -> SparkConfigError:
+    return SparkConfigError(
+        f"stream={opts.stream!r}: stream {opts.stream!r} does not exist on "
+        f"{', '.join(opts.conn.servers)}"
+    )
+
+
 async def _bounds(opts: _Options) -> tuple[int, int]:
     """(where a read starts, the stream's last sequence + 1), checking the stream exists."""
     nc = await opts.conn.connect()
@@ -161,9 +170,7 @@ async def _bounds(opts: _Options) -> tuple[int, int]:
         try:
             stream = await js.stream(opts.stream)
         except StreamNotFoundError:
-            raise SparkConfigError(
-                f"stream {opts.stream!r} does not exist on {', '.join(opts.conn.servers)}"
-            ) from None
+            raise _missing(opts) from None
         state = stream.cached_info.state
         latest = state.last_seq + 1
         if opts.start_seq is not None:
@@ -187,24 +194,41 @@ async def _bounds(opts: _Options) -> tuple[int, int]:
         await nc.close()
 
 
-def _headers(msg: Any) -> dict[str, str] | None:
-    if not msg.raw_headers:
+def _header_items(raw: bytes | None) -> list[tuple[str, str]] | None:
+    """A message's headers as map entries; a header given several times keeps its values
+    joined by ", "."""
+    if not raw:
         return None
-    h = msg.headers
-    return {k: ", ".join(h.get_all(k)) for k in h}
+    h = parse_headers(raw)[2]
+    return [(k, ", ".join(h.get_all(k))) for k in h]
+
+
+def _keep(keep: tuple[Any, Any, Any, Any], msg: JsMsg) -> None:
+    """Append the subject, payload, ack subject and header block of ``msg``."""
+    keep[0](msg.subject)
+    keep[1](msg.data)
+    keep[2](msg.reply or "")
+    keep[3](msg.raw_headers)
 
 
 class _RangeReader:
-    """Reads the messages of one sequence range, a chunk at a time."""
+    """Reads the messages of one sequence range, an Arrow batch at a time."""
 
     def __init__(self, opts: _Options, first: int, end: int) -> None:
         self.opts = opts
         self.first = first
         self.end = end
+        #: the lowest sequence not read yet
+        self.next_seq = first
         self.nc: Client | None = None
         self.oc: OrderedConsumer | None = None
-        self.it: OrderedStream | None = None
+        self.it: Any = None
         self.done = False
+        self.chunk_size = _FIRST_CHUNK
+        # positions of the stream sequence, timestamp and pending count among the tokens
+        # of an ack subject (learnt from the first: 9 tokens in v1, 11 or more in v2)
+        self._tokens: tuple[int, int, int] | None = None
+        self._pending_last = False
 
     async def open(self) -> None:
         o = self.opts
@@ -213,7 +237,7 @@ class _RangeReader:
         try:
             stream = await js.stream(o.stream)
         except StreamNotFoundError:
-            raise SparkConfigError(f"stream {o.stream!r} does not exist") from None
+            raise _missing(o) from None
         self.oc = oc = await stream.ordered_consumer(
             filter_subjects=list(o.subjects),
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
@@ -223,33 +247,123 @@ class _RangeReader:
         if not (await oc.info()).num_pending:
             self.done = True
             return
-        self.it = oc.messages(max_messages=min(_CHUNK, self.end - self.first), expires=5.0)
+        self.it = oc.messages(max_messages=min(_MAX_CHUNK, self.end - self.first), expires=5.0)
         await self.it.__aenter__()
 
-    async def chunk(self) -> list[tuple[Any, ...]]:
-        rows: list[tuple[Any, ...]] = []
+    def _learn(self, reply: str) -> tuple[int, int, int]:
+        """Where the stream sequence, the timestamp and the pending count are among the
+        tokens of the ack subjects (all alike for one consumer): learnt from the first."""
+        if self._tokens is None:
+            n = reply.count(".") + 1
+            self._tokens = (5, 7, 8) if n == 9 else (7, 9, 10)
+            # 9 tokens (v1) or exactly 11 (v2): the pending count is the last token
+            self._pending_last = n in (9, 11)
+        return self._tokens
+
+    def _last_one(self, reply: str) -> bool:
+        """True if the message of ``reply`` ends the range: the last sequence of it, or
+        of the stream."""
+        seq, _, pending = self._learn(reply)
+        tokens = reply.split(".")
+        try:
+            return int(tokens[seq]) >= self.end - 1 or int(tokens[pending]) == 0
+        except (IndexError, ValueError):
+            return False
+
+    async def chunk(self) -> pa.RecordBatch | None:
+        """The next messages of the range as one Arrow batch; None when there are none."""
         it = self.it
         if self.done or it is None:
-            return rows
-        end = self.end
+            return None
+        # at most this many messages can still fall inside the range (sequences are
+        # distinct and ascending), so nothing past it is waited for
+        want = min(self.chunk_size, self.end - self.next_seq)
+        self.chunk_size = min(self.chunk_size * 2, _MAX_CHUNK)
+        # the fields of each message, kept apart: the message itself is dropped at once
+        # (a chunk of live messages would make every garbage collection walk them)
+        subjects: list[str] = []
+        datas: list[bytes] = []
+        replies: list[str] = []
+        raws: list[bytes | None] = []
+        keep = (subjects.append, datas.append, replies.append, raws.append)
+        take = it.next
         wait = self.opts.conn.timeout
-        while len(rows) < _CHUNK:
-            try:
-                msg = await it.next(timeout=wait)
-            except NatsError:
-                # nothing more arrives: the rest of the range was deleted or expired
-                self.done = True
-                break
-            meta = msg.metadata
-            seq = meta.sequence.stream
-            if seq >= end:
-                self.done = True
-                break
-            rows.append((msg.subject, msg.data, _headers(msg), seq, meta.timestamp))
-            if seq >= end - 1 or meta.num_pending == 0:
-                self.done = True
-                break
-        return rows
+        try:
+            if self._tokens is None and want > 0:
+                msg = await take(timeout=wait)
+                _keep(keep, msg)
+                self._learn(msg.reply or "")
+                if self._last_one(msg.reply or ""):
+                    want = 0
+            if self._pending_last:
+                # an ack subject ending in ".0" is the last message of the stream (the
+                # cheap test, per message)
+                if replies and replies[-1].endswith(".0"):
+                    want = 0
+                keep_subject, keep_data, keep_reply, keep_raw = keep
+                for _ in range(want - len(replies)):
+                    msg = await take(timeout=wait)
+                    reply = msg.reply
+                    keep_subject(msg.subject)
+                    keep_data(msg.data)
+                    keep_reply(reply)
+                    keep_raw(msg.raw_headers)
+                    if reply.endswith(".0"):
+                        break
+            else:
+                for _ in range(want - len(replies)):
+                    # about to wait for the network: if the last message ends the range
+                    # (or the stream), nothing more is coming for it
+                    if replies and not it.pending and self._last_one(replies[-1]):
+                        break
+                    _keep(keep, await take(timeout=wait))
+        except NatsError:
+            # nothing more arrives: the rest of the range was deleted or expired
+            self.done = True
+        if not replies:
+            self.done = True
+            return None
+        return self._batch(subjects, datas, replies, raws)
+
+    def _batch(
+        self,
+        subjects: list[str],
+        datas: list[bytes],
+        replies: list[str],
+        raws: list[bytes | None],
+    ) -> pa.RecordBatch:
+        seq_at, ts_at, pending_at = self._learn(replies[0])
+        reply_array = pa.array(replies, pa.string())
+        if self._pending_last:
+            # the last four tokens: stream sequence, consumer sequence, time, pending
+            tokens = pc.split_pattern(reply_array, ".", max_splits=4, reverse=True)
+            seq_at, ts_at, pending_at = 1, 3, 4
+        else:
+            tokens = pc.split_pattern(reply_array, ".")
+        seqs = pc.cast(pc.list_element(tokens, seq_at), pa.int64())
+        n = len(replies)
+        last = seqs[n - 1].as_py()
+        if last >= self.end:
+            # the tail of the batch lies past the range: cut it off
+            n = int(pc.sum(pc.less(seqs, self.end)).as_py() or 0)
+            self.done = True
+            del subjects[n:], datas[n:], raws[n:]
+            seqs = seqs[:n]
+            tokens = tokens[:n]
+            last = seqs[n - 1].as_py() if n else self.end
+        elif last >= self.end - 1 or int(tokens[n - 1][pending_at].as_py()) == 0:
+            self.done = True
+        self.next_seq = last + 1
+        nanos = pc.cast(pc.list_element(tokens, ts_at), pa.int64())
+        stamps = pc.divide(nanos, 1000).cast(pa.timestamp("us", tz="UTC"))
+        if any(raws):
+            headers = pa.array(list(map(_header_items, raws)), _HEADERS_TYPE)
+        else:
+            headers = pa.nulls(n, _HEADERS_TYPE)
+        return pa.RecordBatch.from_arrays(
+            [pa.array(subjects, pa.string()), pa.array(datas, pa.binary()), headers, seqs, stamps],
+            schema=ARROW_SCHEMA,
+        )
 
     async def close(self) -> None:
         if self.it is not None:
@@ -260,16 +374,19 @@ class _RangeReader:
             await self.nc.close()
 
 
-def _read_range(opts: _Options, first: int, end: int) -> Iterator[tuple[Any, ...]]:
-    """Yield the rows of ``[first, end)``; runs inside a Spark task on its own event loop,
-    stepped one chunk at a time, so memory stays within a chunk."""
+def read_batches(opts: _Options, first: int, end: int) -> Generator[pa.RecordBatch, None, None]:
+    """Yield the messages of ``[first, end)`` as Arrow batches; runs inside a Spark task
+    on its own event loop, stepped one batch at a time, so memory stays within a batch."""
     loop = asyncio.new_event_loop()
     reader = _RangeReader(opts, first, end)
     try:
         loop.run_until_complete(reader.open())
         while True:
-            rows = loop.run_until_complete(reader.chunk())
-            yield from rows
+            batch = loop.run_until_complete(reader.chunk())
+            if batch is None:
+                break
+            if batch.num_rows:
+                yield batch
             if reader.done:
                 break
     finally:
@@ -279,7 +396,18 @@ def _read_range(opts: _Options, first: int, end: int) -> Iterator[tuple[Any, ...
             loop.close()
 
 
-class _StreamReader(DataSourceStreamReader):
+def _read_range(opts: _Options, first: int, end: int) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``[first, end)`` as tuples (subject, data, headers, sequence,
+    timestamp), from ``read_batches``: for callers that want rows, not batches."""
+    batches = read_batches(opts, first, end)
+    try:
+        for batch in batches:
+            yield from zip(*(c.to_pylist() for c in batch.columns), strict=True)
+    finally:
+        batches.close()
+
+
+class StreamReader(DataSourceStreamReader):
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
 
@@ -302,16 +430,16 @@ class _StreamReader(DataSourceStreamReader):
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[SeqRange]:
         return _split(start["seq"], end["seq"], self.opts.partitions)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SeqRange)
-        return _read_range(self.opts, partition.first, partition.end)
+        return read_batches(self.opts, partition.first, partition.end)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: the stream keeps its messages; offsets live in the
         query's checkpoint."""
 
 
-class _BatchReader(DataSourceReader):
+class BatchReader(DataSourceReader):
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
 
@@ -320,28 +448,6 @@ class _BatchReader(DataSourceReader):
         end = latest if self.opts.end_seq is None else min(latest, self.opts.end_seq + 1)
         return _split(start, end, self.opts.partitions)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SeqRange)
-        return _read_range(self.opts, partition.first, partition.end)
-
-
-class JetStreamDataSource(DataSource):
-    """The ``jetstream`` format of ``spark.read`` and ``spark.readStream``."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "jetstream"
-
-    def schema(self) -> str:
-        return SCHEMA
-
-    def reader(self, schema: Any) -> DataSourceReader:
-        return _BatchReader(_Options.parse(self.options))
-
-    def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return _StreamReader(_Options.parse(self.options))
-
-
-def register(spark: SparkSession) -> None:
-    """Register the ``jetstream`` format with ``spark`` (once per session)."""
-    spark.dataSource.register(JetStreamDataSource)
+        return read_batches(self.opts, partition.first, partition.end)

@@ -1,4 +1,6 @@
-"""examples/spark_pipeline.py (``make spark-demo``), run on the shared Spark session."""
+"""examples/spark_pipeline.py (``make spark-demo``), run on the shared Spark sessions: its
+foreachBatch sink in the classic session, its ``jetstream`` writer through Spark Connect
+(tests/spark/test_cluster.py runs the other two pairs on a cluster)."""
 
 from __future__ import annotations
 
@@ -22,13 +24,13 @@ def _load() -> ModuleType:
 
 
 def test_pipeline_totals_match_the_orders(
-    spark: Any, module_nats_server: NatsServer, tmp_path: Path
+    spark: Any, connect: bool, module_nats_server: NatsServer, tmp_path: Path
 ) -> None:
     example = _load()
     url = module_nats_server.url
     expected = asyncio.run(example.setup(url))
     spark.conf.set("spark.sql.session.timeZone", "UTC")
-    example.run_query(spark, url, str(tmp_path / "ckpt"))
+    example.run_query(spark, url, str(tmp_path / "ckpt"), writer=connect)
     totals = asyncio.run(example.final_totals(url))
     assert totals == expected
     assert sum(totals.values()) > 0 and len({w for w, _ in totals}) == 3

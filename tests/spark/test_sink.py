@@ -1,4 +1,5 @@
-"""The foreachBatch sink and write_dataframe against a real nats-server and local Spark."""
+"""The foreachBatch sink and write_dataframe against a real nats-server, in a classic and
+a Spark Connect session (the ``spark`` fixture runs each test in both)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from tests.spark.helpers import make_stream, read_all, stream_state, write_parqu
 SCHEMA = "id long, value string"
 
 
-def run_query(spark: Any, src: Path, checkpoint: Path, fn: Any, files_per_batch: int = 2) -> None:
-    """Run a file-source streaming query through ``fn`` until the input is used up."""
+def run_query(spark: Any, src: Path, checkpoint: Path, fn: Any, files_per_batch: int = 2) -> str:
+    """Run a file-source streaming query through ``fn`` until the input is used up;
+    return the query's id."""
     q = (
         spark.readStream.schema(SCHEMA)
         .option("maxFilesPerTrigger", files_per_batch)
@@ -30,29 +32,34 @@ def run_query(spark: Any, src: Path, checkpoint: Path, fn: Any, files_per_batch:
         assert q.awaitTermination(240), "the query did not finish in 240 s"
     finally:
         q.stop()
+    return str(q.id)
 
 
-def test_100k_rows_arrive_exactly_once(
-    spark: Any, module_nats_server: NatsServer, tmp_path: Path
+def test_rows_arrive_exactly_once_named_after_their_query(
+    spark: Any, connect: bool, module_nats_server: NatsServer, tmp_path: Path
 ) -> None:
     url = module_nats_server.url
-    make_stream(url, "SINK100K", ["sink.100k"])
-    n = 100_000
+    make_stream(url, "SINKN", ["sink.n"])
+    n = 60_000
     write_parquet(spark, tmp_path / "in", n, files=6)
-    sink = foreach_batch_sink(url, subject="sink.100k", stream="SINK100K")
-    run_query(spark, tmp_path / "in", tmp_path / "ckpt", sink)
-    assert stream_state(url, "SINK100K") == (n, n)
-    got = read_all(url, "SINK100K")
+    sink = foreach_batch_sink(url, subject="sink.n", stream="SINKN")
+    query_id = run_query(spark, tmp_path / "in", tmp_path / "ckpt", sink)
+    assert stream_state(url, "SINKN") == (n, n)
+    got = read_all(url, "SINKN")
     assert sorted(int(d[4:]) for _, d, _, _ in got) == list(range(n))
-    # position-based ids: <query id>:<batch>:<partition>:<row>
+    # position-based ids: <query id>:<batch>:<partition>:<row>, the query found in both
+    # kinds of session (under Spark Connect, from the server's foreachBatch process)
     ids = {h["Nats-Msg-Id"] for *_, h in got}
     assert len(ids) == n
-    assert all(len(i.split(":")) == 4 for i in ids)
-    assert sink.last_report is not None and sink.last_report.rows > 0
+    parts = [i.split(":") for i in ids]
+    assert {p[0] for p in parts} == {query_id}
+    assert {int(p[1]) for p in parts} == {0, 1, 2}  # three batches of two files
+    if not connect:  # under Spark Connect the function ran, and reported, on the server
+        assert sink.last_report is not None and sink.last_report.rows > 0
 
 
 def test_crash_half_way_then_restart_from_checkpoint(
-    spark: Any, module_nats_server: NatsServer, tmp_path: Path
+    spark: Any, connect: bool, module_nats_server: NatsServer, tmp_path: Path
 ) -> None:
     from pyspark.sql.functions import col, udf
 
@@ -69,9 +76,9 @@ def test_crash_half_way_then_restart_from_checkpoint(
         import os
 
         # While the marker exists, one row in the middle of its partition gets a subject
-        # that cannot be published: the task fails there, after the rows before it.
+        # that the stream does not store: the task fails there, after the rows before it.
         if i == poison and os.path.exists(marker_path):
-            return "injected crash"
+            return "injected.crash"
         return "sink.crash"
 
     subject_udf = udf(subject_of, "string", useArrow=False)
@@ -80,18 +87,21 @@ def test_crash_half_way_then_restart_from_checkpoint(
     def fn(df: Any, batch_id: int) -> None:
         sink(df.withColumn("subj", subject_udf(col("id"))), batch_id)
 
-    with pytest.raises(Exception, match="injected crash"):
+    with pytest.raises(Exception, match=r"subject_col='subj'.*'injected\.crash'"):
         run_query(spark, tmp_path / "in", tmp_path / "ckpt", fn, files_per_batch=4)
     stored_after_crash, _ = stream_state(url, "SINKCRASH")
     assert 0 < stored_after_crash < n  # rows before the crash were stored, not the batch
     marker.unlink()
-    run_query(spark, tmp_path / "in", tmp_path / "ckpt", fn, files_per_batch=4)
+    query_id = run_query(spark, tmp_path / "in", tmp_path / "ckpt", fn, files_per_batch=4)
     msgs, last = stream_state(url, "SINKCRASH")
     assert (msgs, last) == (n, n)  # the re-run rows were deduplicated, none twice
-    values = sorted(int(d[4:]) for _, d, _, _ in read_all(url, "SINKCRASH"))
-    assert values == list(range(n))
-    assert sink.last_report is not None
-    assert sink.last_report.duplicates == stored_after_crash
+    got = read_all(url, "SINKCRASH")
+    assert sorted(int(d[4:]) for _, d, _, _ in got) == list(range(n))
+    # the restarted query kept its id (from the checkpoint): so did the rows' ids
+    assert {h["Nats-Msg-Id"].split(":")[0] for *_, h in got} == {query_id}
+    if not connect:
+        assert sink.last_report is not None
+        assert sink.last_report.duplicates == stored_after_crash
 
 
 def test_key_column_json_rows_headers_and_subject_column(
@@ -104,26 +114,53 @@ def test_key_column_json_rows_headers_and_subject_column(
         "key string, subj string, n int, tag string",
     )
     opts: dict[str, Any] = dict(
-        job_id="job-1",
         subject_col="subj",
         value_col=None,
         key_col="key",
         headers_cols=["tag"],
         stream="SINKJSON",
     )
+    # with a key column, no job id is needed
     report = write_dataframe(df, url, **opts)
     assert (report.rows, report.duplicates) == (30, 0)
-    # the same job again: every key is already stored
-    again = write_dataframe(df, url, mode="driver", **opts)
+    # the same rows again: every key is already stored
+    again = write_dataframe(df, url, mode="driver", job_id="job-2", **opts)
     assert (again.rows, again.duplicates) == (30, 30)
     got = read_all(url, "SINKJSON")
     assert len(got) == 30
     bad = spark.createDataFrame([("a\nb", "x")], "key string, value string")
     with pytest.raises(SparkWriteError, match="message id 'a\\\\nb' cannot be sent"):
-        write_dataframe(bad, url, job_id="j", subject="json.bad", key_col="key", mode="driver")
+        write_dataframe(bad, url, subject="json.bad", key_col="key", mode="driver")
     assert stream_state(url, "SINKJSON")[0] == 30
     by_key = {h["Nats-Msg-Id"]: (s, json.loads(d), h["tag"]) for s, d, _, h in got}
     assert by_key["k7"] == ("json.1", {"key": "k7", "subj": "json.1", "n": 7, "tag": "t1"}, "t1")
+
+
+def test_the_sink_outside_a_query(spark: Any, module_nats_server: NatsServer) -> None:
+    url = module_nats_server.url
+    make_stream(url, "SINKOUT", ["out.>"])
+    df = spark.range(40).selectExpr("cast(id as string) as key", "cast(id as string) as value")
+    # with a key column it writes any DataFrame
+    keyed = foreach_batch_sink(url, subject="out.key", stream="SINKOUT", key_col="key")
+    keyed(df, 7)
+    keyed(df, 8)  # the same keys: stored once
+    assert stream_state(url, "SINKOUT") == (40, 40)
+    # without one, there is no query to name the rows after: refused before anything is sent
+    plain = foreach_batch_sink(url, subject="out.plain", stream="SINKOUT")
+    with pytest.raises(SparkConfigError, match=r"no streaming query is active.*key_col="):
+        plain(df, 7)
+    assert stream_state(url, "SINKOUT") == (40, 40)
+    # ... unless the caller names them
+    named = foreach_batch_sink(url, subject="out.plain", stream="SINKOUT", id_prefix="nightly")
+    named(df, 7)
+    named(df, 7)
+    got = read_all(url, "SINKOUT")
+    assert len(got) == 80
+    assert {h["Nats-Msg-Id"].rsplit(":", 2)[0] for s, _, _, h in got if s == "out.plain"} == {
+        "nightly:7"
+    }
+    with pytest.raises(SparkConfigError, match="write_dataframe needs job_id="):
+        write_dataframe(df, url, subject="out.plain")
 
 
 def test_driver_mode_write(spark: Any, module_nats_server: NatsServer) -> None:
@@ -141,19 +178,23 @@ def test_clear_errors_at_query_start(
 ) -> None:
     url = module_nats_server.url
     df = spark.range(3).selectExpr("cast(id as string) as value")
-    with pytest.raises(SparkConfigError, match="stream 'NOPE' does not exist"):
+    with pytest.raises(SparkConfigError, match="stream='NOPE': stream 'NOPE' does not exist"):
         write_dataframe(df, url, job_id="j", subject="nope", stream="NOPE")
-    with pytest.raises(SparkConfigError, match=r"no stream stores subject 'nope\.x'"):
+    with pytest.raises(SparkConfigError, match=r"subject='nope\.x': no stream stores it"):
         write_dataframe(df, url, job_id="j", subject="nope.x")
     make_stream(url, "SINKNODUP", ["nodup"], dedup=1.0)
     with pytest.raises(SparkConfigError, match=r"too short a duplicate_window \(1s\)"):
         write_dataframe(df, url, job_id="j", subject="nodup")
     make_stream(url, "SINKERR", ["err"])
+    with pytest.raises(
+        SparkConfigError, match=r"subject='nodup' is not stored by stream 'SINKERR'"
+    ):
+        write_dataframe(df, url, job_id="j", subject="nodup", stream="SINKERR")
     with pytest.raises(SparkConfigError, match=r"key_col='missing' is not a column.*\['value'\]"):
         write_dataframe(df, url, job_id="j", subject="err", key_col="missing")
     with pytest.raises(SparkConfigError, match=r"value_col='value' is a long column"):
         write_dataframe(spark.range(3).selectExpr("id as value"), url, job_id="j", subject="err")
-    with pytest.raises(SparkConfigError, match=r"cannot connect to NATS at nats://127\.0\.0\.1:1"):
+    with pytest.raises(SparkConfigError, match=r"servers='nats://127\.0\.0\.1:1': cannot connect"):
         write_dataframe(df, "nats://127.0.0.1:1", job_id="j", subject="err", connect_timeout=0.5)
     assert stream_state(url, "SINKERR") == (0, 0)  # nothing was sent
 
@@ -163,3 +204,45 @@ def test_clear_errors_at_query_start(
     with pytest.raises(Exception, match="value_col='payload' is not a column"):
         run_query(spark, tmp_path / "in", tmp_path / "ckpt", sink)
     assert stream_state(url, "SINKERR") == (0, 0)
+
+
+def test_two_queries_at_once_without_a_key(
+    spark: Any, connect: bool, module_nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """A classic task knows its own query; under Spark Connect a second query of the same
+    session makes the sink's query ambiguous: refused at its first batch, not guessed."""
+    url = module_nats_server.url
+    make_stream(url, "SINKTWO", ["two.>"])
+    write_parquet(spark, tmp_path / "in", 100, files=1)
+
+    def start(name: str) -> Any:
+        sink = foreach_batch_sink(url, subject=f"two.{name}", stream="SINKTWO")
+        return (
+            spark.readStream.schema(SCHEMA)
+            .parquet(str(tmp_path / "in"))
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / f"ckpt-{name}"))
+            .trigger(processingTime="1 second")
+            .start()
+        )
+
+    first = start("a")
+    try:
+        first.processAllAvailable()  # running on, between batches
+        second = start("b")
+        try:
+            if connect:
+                with pytest.raises(Exception, match="2 streaming queries are active"):
+                    second.processAllAvailable()
+            else:
+                second.processAllAvailable()
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+    got = read_all(url, "SINKTWO")
+    names = {(s, h["Nats-Msg-Id"].split(":")[0]) for s, _, _, h in got}
+    if connect:
+        assert names == {("two.a", str(first.id))}
+    else:
+        assert names == {("two.a", str(first.id)), ("two.b", str(second.id))}

@@ -1,0 +1,55 @@
+"""The ``jetstream`` data source of PySpark: reads a stream (``spark.read`` and
+``spark.readStream``, see ``_source``) and writes one (``df.write`` and
+``df.writeStream``, see ``_writer``). ``register(spark)`` makes it known to a session,
+classic or Spark Connect."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+
+from ._source import SCHEMA, BatchReader, StreamReader, _Options
+from ._writer import BatchWriter, StreamWriter, WriteOptions
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["JetStreamDataSource", "register"]
+
+
+class JetStreamDataSource(DataSource):
+    """The ``jetstream`` format of ``spark.read``, ``spark.readStream``, ``df.write`` and
+    ``df.writeStream``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "jetstream"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return BatchReader(_Options.parse(self.options))
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return StreamReader(_Options.parse(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return BatchWriter(WriteOptions.parse(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return StreamWriter(WriteOptions.parse(self.options), schema)
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``jetstream`` format (reader and writer) with ``spark``, a classic or
+    a Spark Connect session (once per session)."""
+    spark.dataSource.register(JetStreamDataSource)

@@ -1,0 +1,418 @@
+"""Publishing Arrow batches of rows to a stream, exactly once per row within the stream's
+duplicate window: what the foreachBatch sink and the ``jetstream`` writer share.
+
+Every row gets a deterministic ``Nats-Msg-Id`` (its key column, or ``<prefix>:<row
+index>``), so a task or batch that Spark runs again stores nothing twice. Rows go out
+through ``publish_async`` with a bounded window, one connection and one event loop per
+task; every PubAck is checked, rows whose publish failed are sent once more each with the
+same id, and a partition that still cannot confirm all its rows fails its task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ..errors import BadHeaderError, NatsError, StreamNotFoundError
+from ..errors import TimeoutError as NatsTimeoutError
+from ..protocol.headers import NATS_MSG_ID, Headers, encode_headers, parse_headers
+from ._common import ConnectSpec, SparkConfigError, SparkWriteError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+__all__ = [
+    "PartitionResult",
+    "Target",
+    "new_target",
+    "check_columns",
+    "check_stream",
+    "check_value_type",
+    "subject_matches",
+    "write_batches",
+]
+
+_json = msgspec.json.Encoder()
+# the header block of a row that carries only its message id
+_ID_HDR = b"NATS/1.0\r\nNats-Msg-Id: %b\r\n\r\n"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to publish and how: the part of a sink or writer that travels to executors."""
+
+    conn: ConnectSpec
+    subject: str | None
+    subject_col: str | None
+    value_col: str | None
+    headers_cols: tuple[str, ...]
+    key_col: str | None
+    stream: str | None
+    max_pending: int
+    retries: int
+    min_duplicate_window: float
+
+
+def new_target(
+    conn: ConnectSpec,
+    *,
+    subject: str | None,
+    subject_col: str | None,
+    value_col: str | None,
+    headers_cols: Sequence[str],
+    key_col: str | None,
+    stream: str | None,
+    max_pending: int,
+    retries: int,
+    min_duplicate_window: float,
+) -> Target:
+    """A ``Target`` of options checked on their own (before anything is connected to)."""
+    if (subject is None) == (subject_col is None):
+        raise SparkConfigError("give exactly one of subject= and subject_col=")
+    if subject is None and stream is None:
+        raise SparkConfigError(
+            f"subject_col={subject_col!r}: give stream= too, so the subjects can be checked"
+        )
+    if max_pending < 1:
+        raise SparkConfigError(f"max_pending must be at least 1, not {max_pending}")
+    if retries < 0:
+        raise SparkConfigError(f"retries must be at least 0, not {retries}")
+    return Target(
+        conn,
+        subject,
+        subject_col,
+        value_col,
+        tuple(headers_cols),
+        key_col,
+        stream,
+        max_pending,
+        retries,
+        min_duplicate_window,
+    )
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """What one partition stored: rows confirmed by a PubAck (stored now or found
+    already stored), the duplicates among them, and the stream sequences of the new ones
+    (0 when nothing new was stored)."""
+
+    partition: int
+    rows: int = 0
+    duplicates: int = 0
+    first_seq: int = 0
+    last_seq: int = 0
+
+
+def subject_matches(pattern: str, subject: str) -> bool:
+    """True if ``subject`` matches a stream subject ``pattern`` (``*`` one token, ``>``
+    one or more at the end)."""
+    p = pattern.split(".")
+    s = subject.split(".")
+    for i, token in enumerate(p):
+        if token == ">":
+            return len(s) > i
+        if i >= len(s) or (token != "*" and token != s[i]):
+            return False
+    return len(p) == len(s)
+
+
+def _check_id(msg_id: str) -> None:
+    """Refuse an id that is empty or cannot be a header value (CR, LF, NUL...)."""
+    if not msg_id:
+        raise SparkWriteError("a row's message id (its key column) is empty")
+    try:
+        encode_headers({"Nats-Msg-Id": msg_id})
+    except BadHeaderError as exc:
+        raise SparkWriteError(f"a row's message id {msg_id!r} cannot be sent: {exc}") from None
+
+
+class _PartitionWriter:
+    """Publishes the rows of one partition with a bounded window of outstanding acks.
+
+    It is the ``AckTracker`` of its publishes: each ack or failure comes back to
+    ``acked`` / ``failed`` with the row, and no future is made per row.
+    """
+
+    def __init__(
+        self, target: Target, id_prefix: str, js: Any, stream_subjects: Sequence[str] = ()
+    ) -> None:
+        self.t = target
+        self.prefix = id_prefix
+        self.js = js
+        self.rows = 0
+        self.duplicates = 0
+        self.first_seq = 0
+        self.last_seq = 0
+        self.index = 0
+        # rows whose publish failed: ((subject, data, header block, msg id), error)
+        self.lost: list[tuple[tuple[str, bytes, bytes, str], BaseException]] = []
+        # a row stored in another stream than the target's (raised by ``finish``)
+        self.error: SparkWriteError | None = None
+        #: rows published a second time by ``finish`` (their first publish failed)
+        self.retried = 0
+        # the subjects the target stream stores (rows of subject_col are checked against
+        # them before anything of their batch is sent); those seen to match
+        self._patterns = tuple(stream_subjects)
+        self._stored: set[str] = set()
+
+    # -- AckTracker (called from the read path: records, never raises) ----------------
+
+    def acked(self, ack: Any) -> None:
+        stream = self.t.stream
+        if stream is not None and ack.stream != stream:
+            if self.error is None:
+                self.error = SparkWriteError(
+                    f"row stored in stream {ack.stream!r}, not {stream!r}: the subject is "
+                    f"bound to another stream"
+                )
+            return
+        self.rows += 1
+        if ack.duplicate:
+            self.duplicates += 1
+            return
+        seq = ack.seq
+        if not self.first_seq or seq < self.first_seq:
+            self.first_seq = seq
+        if seq > self.last_seq:
+            self.last_seq = seq
+
+    def failed(self, row: tuple[str, bytes, bytes, str], exc: BaseException) -> None:
+        self.lost.append((row, exc))
+
+    # -- writing ----------------------------------------------------------------------
+
+    def _check_subject(self, subject: str, row: int) -> None:
+        if any(subject_matches(p, subject) for p in self._patterns):
+            self._stored.add(subject)
+            return
+        raise SparkConfigError(
+            f"subject_col={self.t.subject_col!r}: row {row} has subject {subject!r}, which "
+            f"stream {self.t.stream!r} does not store (its subjects: {list(self._patterns)})"
+        )
+
+    async def write(self, batch: pa.RecordBatch) -> None:
+        t = self.t
+        n = batch.num_rows
+        if not n:
+            return
+        names = batch.schema.names
+        if t.subject_col is not None:
+            subjects: Sequence[Any] = batch.column(names.index(t.subject_col)).to_pylist()
+        else:
+            subjects = [t.subject] * n
+        if t.value_col is not None:
+            values: list[Any] = batch.column(names.index(t.value_col)).to_pylist()
+        else:
+            values = [_json.encode(r) for r in batch.to_pylist()]
+        keys = batch.column(names.index(t.key_col)).to_pylist() if t.key_col is not None else None
+        hcols = [(h, batch.column(names.index(h)).to_pylist()) for h in t.headers_cols]
+        check = t.subject_col is not None and bool(self._patterns)
+        stored = self._stored
+        rows: list[tuple[str, bytes, bytes, str]] = []
+        append = rows.append
+        start = self.index
+        for i in range(n):
+            subject = subjects[i]
+            if subject is None:
+                raise SparkWriteError(f"row {start + i}: the subject column is null")
+            if check and subject not in stored:
+                self._check_subject(subject, start + i)
+            data = values[i]
+            if data is None:
+                data = b""
+            elif isinstance(data, str):
+                data = data.encode()
+            elif not isinstance(data, bytes):
+                raise SparkWriteError(
+                    f"row {start + i}: value column {t.value_col!r} holds a "
+                    f"{type(data).__name__}; it must be binary or string (value_col=None "
+                    f"publishes each row as JSON)"
+                )
+            if keys is not None:
+                key = keys[i]
+                if key is None:
+                    raise SparkWriteError(
+                        f"row {start + i}: key column {t.key_col!r} is null; a row "
+                        f"without a key cannot be deduplicated"
+                    )
+                msg_id = str(key)
+            else:
+                msg_id = f"{self.prefix}:{start + i}"
+            if hcols:
+                headers = {h: str(col[i]) for h, col in hcols if col[i] is not None} or None
+                hdr = encode_headers(
+                    self.js._publish_headers(headers, msg_id, None, None, None, None, None)
+                )
+            else:
+                if not msg_id or not msg_id.isprintable():
+                    _check_id(msg_id)
+                hdr = _ID_HDR % msg_id.encode()
+            append((subject, data, hdr, msg_id))
+        # the window itself, many rows a call: a row needs no future of its own
+        pub = self.js._publisher
+        sent = 0
+        while True:
+            sent = pub.try_publish_rows(rows, sent, self)
+            if sent == n:
+                break
+            await pub._wait_room(pub.timeout)
+            await self.js.client._wait_writable()
+        self.index = start + n
+
+    async def finish(self) -> None:
+        pub = self.js._publisher
+        if pub.pending:
+            try:
+                # every publish resolves within its timeout (the window's sweep)
+                await pub.wait_all(self.js.timeout * 2 + 5)
+            except NatsError:
+                pub._on_loss(NatsTimeoutError("no PubAck"))
+        # rows whose publish failed (a cut connection, a leader election): once more each,
+        # with the same id, through the publish that retries and waits for its ack
+        still: list[tuple[str, BaseException]] = []
+        lost, self.lost = self.lost, []
+        self.retried += len(lost)
+        for (subject, data, hdr, msg_id), _ in lost:
+            # the row's own headers: its header block without the id (passed apart)
+            own = parse_headers(hdr)[2]
+            own.pop(NATS_MSG_ID, None)
+            headers: Headers | None = own or None
+            try:
+                ack = await self.js.publish(
+                    subject, data, headers=headers, msg_id=msg_id, retry_attempts=self.t.retries
+                )
+            except NatsError as err:
+                still.append((msg_id, err))
+                continue
+            self.acked(ack)
+        if self.error is not None:
+            raise self.error
+        if still:
+            first_id, first_err = still[0]
+            raise SparkWriteError(
+                f"{len(still)} of {self.index} rows were not confirmed by the stream "
+                f"(first: msg id {first_id!r}: {first_err}); Spark will retry them"
+            )
+
+
+async def write_batches(
+    target: Target, id_prefix: str, batches: Iterable[pa.RecordBatch], partition: int = 0
+) -> PartitionResult:
+    """Publish every row of ``batches`` (one partition) with the ids ``<id_prefix>:<row
+    index>`` (or the key column); return what was stored once every row is confirmed."""
+    nc = None
+    writer = None
+    try:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            if writer is None:
+                nc = await target.conn.connect()
+                js = target.conn.jetstream(nc, publish_async_max_pending=target.max_pending)
+                patterns: Sequence[str] = ()
+                if target.subject_col is not None and target.stream is not None:
+                    patterns = await _stream_subjects(js, target)
+                writer = _PartitionWriter(target, id_prefix, js, patterns)
+            await writer.write(batch)
+        if writer is None:
+            return PartitionResult(partition)
+        await writer.finish()
+        return PartitionResult(
+            partition, writer.rows, writer.duplicates, writer.first_seq, writer.last_seq
+        )
+    finally:
+        if nc is not None:
+            await nc.close()
+
+
+async def _stream_subjects(js: Any, target: Target) -> Sequence[str]:
+    try:
+        info = (await js.stream(target.stream)).cached_info
+    except StreamNotFoundError:
+        raise SparkConfigError(f"stream={target.stream!r}: no such stream") from None
+    subjects = info.config.subjects
+    return subjects if isinstance(subjects, list) else ()
+
+
+def check_columns(target: Target, schema: StructType) -> None:
+    """Every column the target names is in ``schema``, and the value column holds
+    binary or string."""
+    columns = schema.fieldNames()
+    wanted = [
+        ("subject_col", target.subject_col),
+        ("value_col", target.value_col),
+        ("key_col", target.key_col),
+        *(("headers_cols", h) for h in target.headers_cols),
+    ]
+    for what, col in wanted:
+        if col is not None and col not in columns:
+            hint = " (value_col=None publishes each row as JSON)" if what == "value_col" else ""
+            raise SparkConfigError(
+                f"{what}={col!r} is not a column of the DataFrame; its columns are "
+                f"{list(columns)}{hint}"
+            )
+    check_value_type(target, schema)
+
+
+def check_value_type(target: Target, schema: StructType) -> None:
+    col = target.value_col
+    if col is None:
+        return
+    kind = schema[col].dataType.typeName()
+    if kind not in ("binary", "string") and not kind.startswith(("varchar", "char")):
+        raise SparkConfigError(
+            f"value_col={col!r} is a {kind} column; the payload must be binary or string "
+            f"(cast it, or value_col=None publishes each row as JSON)"
+        )
+
+
+async def check_stream(target: Target) -> str:
+    """The stream the rows will land in, checked to exist, to store the subject and to
+    deduplicate over a long enough window."""
+    nc = await target.conn.connect()
+    try:
+        js = target.conn.jetstream(nc)
+        name = target.stream
+        if name is None:
+            assert target.subject is not None
+            try:
+                name = await js.find_stream(target.subject)
+            except NatsError as exc:
+                raise SparkConfigError(
+                    f"subject={target.subject!r}: no stream stores it: {exc}"
+                ) from exc
+        try:
+            info = (await js.stream(name)).cached_info
+        except StreamNotFoundError as exc:
+            raise SparkConfigError(
+                f"stream={name!r}: stream {name!r} does not exist on "
+                f"{', '.join(target.conn.servers)}; create it (with a duplicate_window) "
+                f"before starting the query"
+            ) from exc
+        window = info.config.duplicate_window
+        if not isinstance(window, float) or window < target.min_duplicate_window:
+            have = f"{window:g}s" if isinstance(window, float) and window > 0 else "none"
+            raise SparkConfigError(
+                f"stream={name!r} has too short a duplicate_window ({have}): a batch re-run "
+                f"later than that would be stored twice; set it to at least "
+                f"{target.min_duplicate_window:g}s (and at most max_age), or lower "
+                f"min_duplicate_window"
+            )
+        if target.subject is not None:
+            try:
+                owner = await js.find_stream(target.subject)
+            except NatsError:
+                owner = None
+            if owner != name:
+                raise SparkConfigError(
+                    f"subject={target.subject!r} is not stored by stream {name!r}"
+                    + (f" but by {owner!r}" if owner else "")
+                )
+        return name
+    finally:
+        await nc.close()
