@@ -108,7 +108,8 @@ class NatsCluster:
         self.servers = self._build()
 
     def start(self, timeout: float | None = None) -> Self:
-        """Start every server; wait until each is ready and they agree on a meta leader.
+        """Start every server; wait until each is ready and they agree on a meta leader
+        that counts every other server as a current peer (so R3 assets can be placed).
 
         Raises:
             EmbeddedServerError: a server failed, or no leader after ``timeout`` seconds
@@ -141,7 +142,8 @@ class NatsCluster:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _leader_check(self) -> tuple[str | None, str]:
-        """(leader, '') when the live servers agree on a live leader, else (None, why not)."""
+        """(leader, '') when the live servers agree on a live leader that counts every
+        other live server as a current peer, else (None, why not)."""
         alive = {str(s.server_name): s for s in self.servers if s.running and not s.paused}
         seen: dict[str, str] = {}
         for name, server in alive.items():
@@ -150,9 +152,22 @@ class NatsCluster:
             except (OSError, ValueError, http.client.HTTPException) as exc:
                 return None, f"{name}: /jsz failed: {exc}"
         leaders = set(seen.values())
-        if len(leaders) == 1 and (leader := leaders.pop()) in alive:
-            return leader, ""
-        return None, f"meta leader as each live node sees it: {seen}"
+        if len(leaders) != 1 or (leader := leaders.pop()) not in alive:
+            return None, f"meta leader as each live node sees it: {seen}"
+        # The leader places replicated assets only on peers it counts as online: until it
+        # has heard from every live one, an R3 stream may be refused ("peer offline").
+        try:
+            meta = alive[leader].jsz().get("meta_cluster") or {}
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            return None, f"{leader}: /jsz failed: {exc}"
+        peers = {
+            str(r.get("name")): bool(r.get("current")) and not r.get("offline")
+            for r in meta.get("replicas") or []
+        }
+        waiting = sorted(n for n in alive if n != leader and not peers.get(n))
+        if waiting:
+            return None, f"meta leader {leader} does not count {waiting} as current: {peers}"
+        return leader, ""
 
     def _no_leader(self, timeout: float, why: str) -> EmbeddedServerError:
         tails = "".join(f"\n--- {s.server_name} log ---\n{s.log_tail(15)}" for s in self.servers)
@@ -161,7 +176,8 @@ class NatsCluster:
         )
 
     def wait_for_leader(self, timeout: float | None = None) -> str:
-        """Wait until every live server names the same live meta leader; its name.
+        """Wait until every live server names the same live meta leader, which counts
+        every other live server as a current peer; its name.
 
         Raises:
             EmbeddedServerError: no agreement after ``timeout`` seconds (default

@@ -435,6 +435,13 @@ def test_cluster_elects_and_survives_a_kill() -> None:
         for server in cluster.servers:
             meta = server.jsz()["meta_cluster"]
             assert meta["cluster_size"] == 3 and meta["leader"] == leader
+        # ready for R3 assets: the leader counts both other servers as current peers
+        meta_leader = cluster.leader()
+        assert meta_leader is not None
+        peers = meta_leader.jsz()["meta_cluster"]["replicas"]
+        assert sorted(p["name"] for p in peers if p["current"]) == sorted(
+            {"n1", "n2", "n3"} - {leader}
+        )
         assert info_of(cluster[0].port)["jetstream"] is True
 
         victim = next(i for i, s in enumerate(cluster.servers) if s.server_name == leader)
