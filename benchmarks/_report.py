@@ -206,8 +206,9 @@ async def best_of_async(run: Callable[[], Awaitable[float]], repeat: int) -> flo
     return best
 
 
-#: (label, operations per run, a run that times itself and returns seconds)
-Workload = tuple[str, int, Callable[[], Awaitable[float]]]
+#: (label, operations per run, a run that times itself and returns seconds; None where
+#: the client has no such feature: the workload is then left out for it, reported n/a)
+Workload = tuple[str, int, Callable[[], Awaitable[float]] | None]
 
 
 async def race_async(
@@ -239,7 +240,10 @@ async def race_workloads(
     for k, (label, ops, _) in enumerate(lists[0]):
         if only and only not in label:
             continue
-        runs = {name: wl[k][2] for name, wl in impls.items()}
+        runs = {name: wl[k][2] for name, wl in impls.items() if wl[k][2] is not None}
+        for name in impls:
+            if name not in runs:
+                print(f"  {name:9s} {label:26s} {'n/a':>12s}", flush=True)
         for name, seconds in (await race_async(runs, repeat)).items():
             out.append(Measurement(label, name, seconds, ops))
             print(f"  {name:9s} {label:26s} {ops / seconds:12,.0f} {unit}", flush=True)
