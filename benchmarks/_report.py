@@ -29,6 +29,8 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
+import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -45,7 +47,9 @@ __all__ = [
     "race_async",
     "race_workloads",
     "report",
+    "proc_cpu",
     "run_on_loop",
+    "with_cpu",
 ]
 
 OURS = "jetstream"
@@ -248,6 +252,39 @@ async def race_workloads(
             out.append(Measurement(label, name, seconds, ops))
             print(f"  {name:9s} {label:26s} {ops / seconds:12,.0f} {unit}", flush=True)
     return out
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (Linux ``/proc``), or 0."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def with_cpu(
+    run: Callable[[], Awaitable[float]], label: str, impl: str, ops: int, server_pid: int
+) -> Callable[[], Awaitable[float]]:
+    """``run``, printing (stderr) where its CPU went per operation: this process's user
+    and system time and the server's. The two processes share the machine's cores, so
+    whichever is busier bounds the rate; each run's figures are printed."""
+
+    async def timed() -> float:
+        t0, s0 = os.times(), proc_cpu(server_pid)
+        seconds = await run()
+        t1, s1 = os.times(), proc_cpu(server_pid)
+        us = 1e6 / ops
+        print(
+            f"  cpu {impl:9s} {label:26s} client user {(t1.user - t0.user) * us:5.2f}"
+            f" sys {(t1.system - t0.system) * us:5.2f}, server {(s1 - s0) * us:5.2f} us/op",
+            file=sys.stderr,
+            flush=True,
+        )
+        return seconds
+
+    return timed
 
 
 def run_on_loop(coro: Coroutine[Any, Any, T], loop: str) -> T:

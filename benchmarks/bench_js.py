@@ -20,12 +20,17 @@ Workloads (one embedded nats-server, memory storage):
 At the end, the socket floor (``benchmarks/_floor.py``): a PING/PONG round trip on a
 bare blocking socket, the most sequential ``ack_sync`` calls a second could reach here.
 
-Run: ``.venv/bin/python -m benchmarks.bench_js [--count N] [--loop uvloop]``.
+Run: ``.venv/bin/python -m benchmarks.bench_js [--count N] [--loop uvloop]``; ``--cpu`` prints
+where the CPU went per message (client user and system time, server), ``--profile`` runs
+ours alone under cProfile (with ``--only WORKLOAD``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import cProfile
+import pstats
+import sys
 import time
 from contextlib import AsyncExitStack
 from functools import partial
@@ -47,6 +52,7 @@ from benchmarks._report import (
     race_workloads,
     report,
     run_on_loop,
+    with_cpu,
 )
 from jetstream import ConsumerConfig, StreamConfig
 from jetstream.api import StorageType
@@ -301,12 +307,30 @@ async def main_async(args: Any) -> list[Measurement]:
                     ("ack_sync 100 at a time", n // 10, lambda: impl.ack_sync(n // 10, 100)),
                 ]
 
+            every = {impl.name: workloads(impl) for impl in [*impls, *peers]}
+            if args.profile:  # ours alone, under cProfile
+                every = {Ours.name: every[Ours.name]}
+            if args.cpu or args.profile:
+                pid = server.pid or 0
+                every = {
+                    name: [
+                        (label, ops, run and with_cpu(run, label, name, ops, pid))
+                        for label, ops, run in wl
+                    ]
+                    for name, wl in every.items()
+                }
+            prof = cProfile.Profile() if args.profile else None
+            if prof is not None:
+                prof.enable()
             results = await race_workloads(
-                {impl.name: workloads(impl) for impl in [*impls, *peers]},
+                every,
                 repeat=args.repeat,
                 only=args.only,
                 unit="msg/s",
             )
+            if prof is not None:
+                prof.disable()
+                pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(30)
         # one ack_sync is one round trip: this is the fastest any client could go
         ping = socket_floor(server.url, rounds=max(100, n // 100))["ping"]
         print(
@@ -322,6 +346,8 @@ def main() -> None:
     parser.add_argument("--only", default="", help="run only workloads whose name has this")
     parser.add_argument("--pull", type=int, default=500, help="ordered consumers: msgs a pull")
     parser.add_argument("--no-peers", action="store_true", help="only jetstream and nats-py")
+    parser.add_argument("--cpu", action="store_true", help="client/server CPU per message")
+    parser.add_argument("--profile", action="store_true", help="ours alone, under cProfile")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = parser.parse_args()
     results = run_on_loop(main_async(args), args.loop)
