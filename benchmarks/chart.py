@@ -17,7 +17,7 @@ Regenerate the committed chart (some twenty minutes; run it with the Python of
     .venv-bench/bin/python -m benchmarks.chart --run --svg docs/assets/speedup.svg
 
 ``--run`` writes the measurements beside the SVG (``.jsonl``, with ``.caption`` and the
-table as ``.md``), so the chart can be drawn again from them without running anything
+table as ``.txt``), so the chart can be drawn again from them without running anything
 (``--from FILE``).
 """
 
@@ -303,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     draw(data, args.svg, title)
     text = f"{title}\n\n{table(lines)}\n"
     if args.run:
-        data_file.with_suffix(".md").write_text(text)
+        data_file.with_suffix(".txt").write_text(text)
     print(text)
     print(f"wrote {args.svg} ({len(data)} bars)")
     return 0
