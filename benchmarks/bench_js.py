@@ -52,6 +52,7 @@ from benchmarks._report import (
     race_workloads,
     report,
     run_on_loop,
+    start,
     with_cpu,
 )
 from jetstream import ConsumerConfig, StreamConfig
@@ -91,14 +92,14 @@ class Ours:
 
     async def sync_publish(self, n: int) -> float:
         await self.fresh_stream(0)
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await self.js.publish("bench", PAYLOAD)
         return time.perf_counter() - t0
 
     async def async_publish(self, n: int) -> float:
         await self.fresh_stream(0)
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await self.js.publish_async("bench", PAYLOAD)
         await self.js.publish_async_complete(timeout=120)
@@ -108,7 +109,7 @@ class Ours:
         await self.fresh_stream(n)
         stream = await self.js.stream("BENCH")
         c = await stream.create_consumer(ConsumerConfig(durable_name="b", max_ack_pending=-1))
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         while got < n:
             msgs = await c.fetch(min(batch, n - got), expires=5)
@@ -125,7 +126,7 @@ class Ours:
         await self.fresh_stream(n)
         stream = await self.js.stream("BENCH")
         c = await stream.create_consumer(ConsumerConfig(durable_name="m"))
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         async with c.messages(max_messages=500) as it:
             async for m in it:
@@ -139,7 +140,7 @@ class Ours:
     async def ordered(self, n: int, pull: int, push: bool = False) -> float:
         await self.fresh_stream(n)
         stream = await self.js.stream("BENCH")
-        t0 = time.perf_counter()
+        t0 = start()
         oc = await stream.ordered_consumer(push=push)
         got = 0
         async with oc.messages(max_messages=pull) as it:
@@ -156,7 +157,7 @@ class Ours:
         msgs = []
         while len(msgs) < n:
             msgs += await c.fetch(min(500, n - len(msgs)), expires=5)
-        t0 = time.perf_counter()
+        t0 = start()
         if concurrent:
             for i in range(0, n, concurrent):
                 await asyncio.gather(*(m.ack_sync() for m in msgs[i : i + concurrent]))
@@ -195,14 +196,14 @@ class Theirs:
 
     async def sync_publish(self, n: int) -> float:
         await self.fresh_stream(0)
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await self.js.publish("bench", PAYLOAD)
         return time.perf_counter() - t0
 
     async def async_publish(self, n: int) -> float:
         await self.fresh_stream(0)
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await self.js.publish_async("bench", PAYLOAD)
         await asyncio.wait_for(self.js.publish_async_completed(), 120)
@@ -215,7 +216,7 @@ class Theirs:
             "b",
             config=NConsumerConfig(ack_policy=NAckPolicy.EXPLICIT, max_ack_pending=-1),
         )
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         while got < n:
             msgs = await psub.fetch(min(batch, n - got), timeout=5)
@@ -237,7 +238,7 @@ class Theirs:
     async def ordered(self, n: int, pull: int = 0, push: bool = True) -> float:
         # nats-py's ordered consumer is push-based only
         await self.fresh_stream(n)
-        t0 = time.perf_counter()
+        t0 = start()
         done = asyncio.get_running_loop().create_future()
         got = 0
 
@@ -261,7 +262,7 @@ class Theirs:
         msgs: list[Any] = []
         while len(msgs) < n:
             msgs += await psub.fetch(min(500, n - len(msgs)), timeout=5)
-        t0 = time.perf_counter()
+        t0 = start()
         if concurrent:
             for i in range(0, n, concurrent):
                 await asyncio.gather(*(m.ack_sync() for m in msgs[i : i + concurrent]))

@@ -54,7 +54,7 @@ def build(out_dir: Path, gopath: str) -> Path | str:
     return exe
 
 
-def run(args: list[str], gopath: str = DEBIAN_GOPATH) -> list[str] | str:
+def run(args: list[str], gopath: str = DEBIAN_GOPATH, cpu: bool = False) -> list[str] | str:
     """Build and run the program with ``args`` against a fresh embedded server: its JSON
     lines, or why there are none."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -62,9 +62,14 @@ def run(args: list[str], gopath: str = DEBIAN_GOPATH) -> list[str] | str:
         if isinstance(exe, str):
             return exe
         with NatsServer() as server:
+            pid = [f"-server-pid={server.pid}"] if cpu and server.pid else []
             proc = subprocess.run(
-                [str(exe), "-url", server.url, *args], capture_output=True, text=True, timeout=3600
+                [str(exe), "-url", server.url, *pid, *args],
+                capture_output=True,
+                text=True,
+                timeout=3600,
             )
+        sys.stderr.write(proc.stderr if proc.returncode == 0 else "")
         if proc.returncode != 0:
             return f"the native benchmark failed: {proc.stderr.strip()[-2000:]}"
         return [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -79,6 +84,7 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=64, help="object size in MiB")
     parser.add_argument("--only", default="", help="families: core,js,kv,obj (default all)")
     parser.add_argument("--gopath", default=os.environ.get("NATS_GO_GOPATH", DEBIAN_GOPATH))
+    parser.add_argument("--cpu", action="store_true", help="client/server CPU per op (stderr)")
     args = parser.parse_args()
     got = run(
         [
@@ -91,6 +97,7 @@ def main() -> int:
             f"-only={args.only}",
         ],
         args.gopath,
+        args.cpu,
     )
     if isinstance(got, str):
         print(f"native column skipped: {got}", file=sys.stderr)

@@ -20,6 +20,8 @@ import nats.jetstream
 import nats.key_value
 from nats.client.errors import NoRespondersError
 
+from benchmarks._report import start
+
 NAME = "nats-core"
 BIG = 1 << 30
 
@@ -31,7 +33,7 @@ async def pub(url: str, n: int, payload: bytes) -> float:
     nc = await nats.client.connect(url)
     try:
         publish = nc.publish
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await publish("bench.pub", payload)
         await nc.flush(timeout=60)
@@ -54,7 +56,7 @@ async def pubsub(url: str, n: int, payload: bytes) -> float:
                 if count == n:
                     return
 
-        t0 = time.perf_counter()
+        t0 = start()
         task = asyncio.create_task(reader())
         publish = pc.publish
         for _ in range(n):
@@ -87,7 +89,7 @@ async def req(url: str, n: int) -> list[float]:
                 await asyncio.sleep(0.1)
         out = []
         for _ in range(n):
-            t0 = time.perf_counter()
+            t0 = start()
             await nc.request("bench.req", b"x" * 16, timeout=5)
             out.append(time.perf_counter() - t0)
         task.cancel()
@@ -129,7 +131,7 @@ class JS:
 
     async def sync_publish(self, n: int) -> float:
         await self.fresh_stream(0)
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await self.js.publish("bench", self.payload)
         return time.perf_counter() - t0
@@ -139,7 +141,7 @@ class JS:
         c = await stream.create_consumer(
             name="b", durable_name="b", ack_policy="explicit", max_ack_pending=-1
         )
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         while got < n:
             msgs = [m async for m in await c.fetch(max_messages=min(batch, n - got), max_wait=5)]
@@ -155,7 +157,7 @@ class JS:
     async def messages_ack(self, n: int) -> float:
         stream = await self.fresh_stream(n)
         c = await stream.create_consumer(name="m", durable_name="m", ack_policy="explicit")
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         it = await c.messages(max_messages=500)
         async for m in it:
@@ -169,7 +171,7 @@ class JS:
 
     async def ordered(self, n: int, pull: int) -> float:
         stream = await self.fresh_stream(n)
-        t0 = time.perf_counter()
+        t0 = start()
         oc = await stream.ordered_consumer()
         got = 0
         it = await oc.messages(max_messages=pull)
@@ -191,7 +193,7 @@ class JS:
         while len(msgs) < n:
             batch = await c.fetch(max_messages=min(500, n - len(msgs)), max_wait=5)
             msgs += [m async for m in batch]
-        t0 = time.perf_counter()
+        t0 = start()
         if concurrent:
             for i in range(0, n, concurrent):
                 await asyncio.gather(*(m.double_ack(timeout=5) for m in msgs[i : i + concurrent]))
@@ -233,21 +235,21 @@ class KV:
 
     async def put(self, keys: list[str]) -> float:
         kv = await self.fresh([])
-        t0 = time.perf_counter()
+        t0 = start()
         for k in keys:
             await kv.put(k, self.value)
         return time.perf_counter() - t0
 
     async def get(self, keys: list[str]) -> float:
         kv = await self.fresh(keys)
-        t0 = time.perf_counter()
+        t0 = start()
         for k in keys:
             await kv.get(k)
         return time.perf_counter() - t0
 
     async def watch(self, keys: list[str]) -> float:
         kv = await self.fresh(keys)
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         w = await kv.watch_all()
         async for _ in w.values():

@@ -17,6 +17,8 @@ from natsio.jetstream.entities import AckPolicy, ConsumerConfig, StorageType, St
 from natsio.kv.entities import KeyValueConfig
 from natsio.objectstore.entities import ObjectStoreConfig
 
+from benchmarks._report import start
+
 NAME = "natsio"
 BIG = 1 << 30
 
@@ -25,7 +27,7 @@ async def pub(url: str, n: int, payload: bytes) -> float:
     nc = await natsio.connect(url)
     try:
         publish = nc.publish
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await publish("bench.pub", payload)
         await nc.flush(timeout=60)
@@ -48,7 +50,7 @@ async def pubsub(url: str, n: int, payload: bytes) -> float:
                 if count == n:
                     return
 
-        t0 = time.perf_counter()
+        t0 = start()
         task = asyncio.create_task(reader())
         publish = pc.publish
         for _ in range(n):
@@ -79,7 +81,7 @@ async def req(url: str, n: int) -> list[float]:
                 await asyncio.sleep(0.1)
         out = []
         for _ in range(n):
-            t0 = time.perf_counter()
+            t0 = start()
             await nc.request("bench.req", b"x" * 16, timeout=5)
             out.append(time.perf_counter() - t0)
         return out
@@ -120,14 +122,14 @@ class JS:
 
     async def sync_publish(self, n: int) -> float:
         await self.fresh_stream(0)
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await self.js.publish("bench", self.payload)
         return time.perf_counter() - t0
 
     async def async_publish(self, n: int) -> float:
         await self.fresh_stream(0)
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await self.js.publish_async("bench", self.payload)
         await self.js.publish_async_complete(timeout=120)
@@ -138,7 +140,7 @@ class JS:
         c = await stream.create_consumer(
             ConsumerConfig(durable_name="b", ack_policy=AckPolicy.EXPLICIT, max_ack_pending=-1)
         )
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         while got < n:
             msgs = await c.fetch(min(batch, n - got), timeout=5)
@@ -156,7 +158,7 @@ class JS:
         c = await stream.create_consumer(
             ConsumerConfig(durable_name="m", ack_policy=AckPolicy.EXPLICIT)
         )
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         async with c.consume(max_messages=500) as it:
             async for m in it:
@@ -169,7 +171,7 @@ class JS:
 
     async def ordered(self, n: int, pull: int) -> float:
         stream = await self.fresh_stream(n)
-        t0 = time.perf_counter()
+        t0 = start()
         oc = stream.ordered_consumer()
         got = 0
         it = oc.messages(max_messages=pull)
@@ -190,7 +192,7 @@ class JS:
         msgs: list[Any] = []
         while len(msgs) < n:
             msgs += await c.fetch(min(500, n - len(msgs)), timeout=5)
-        t0 = time.perf_counter()
+        t0 = start()
         if concurrent:
             for i in range(0, n, concurrent):
                 await asyncio.gather(*(m.ack_sync() for m in msgs[i : i + concurrent]))
@@ -229,21 +231,21 @@ class KV:
 
     async def put(self, keys: list[str]) -> float:
         kv = await self.fresh([])
-        t0 = time.perf_counter()
+        t0 = start()
         for k in keys:
             await kv.put(k, self.value)
         return time.perf_counter() - t0
 
     async def get(self, keys: list[str]) -> float:
         kv = await self.fresh(keys)
-        t0 = time.perf_counter()
+        t0 = start()
         for k in keys:
             await kv.get(k)
         return time.perf_counter() - t0
 
     async def watch(self, keys: list[str]) -> float:
         kv = await self.fresh(keys)
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         async with kv.watch() as w:
             async for entry in w:

@@ -14,8 +14,11 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,7 +36,30 @@ var (
 	repeat   = flag.Int("repeat", 5, "runs per measurement (best kept)")
 	only     = flag.String("only", "", "families to run: core,js,kv,obj (all when empty)")
 	window   = flag.Int("window", 256, "publish_async: outstanding acks")
+	srvPid   = flag.Int("server-pid", 0, "the server's pid: print CPU per op (stderr) when set")
 )
+
+// procCPU is the CPU seconds (user + system) of process pid so far, from /proc.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	k, _ := strconv.ParseFloat(f[12], 64)
+	return (u + k) / 100 // USER_HZ
+}
+
+func selfCPU() (user, sys float64) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()) / 1e9, float64(ru.Stime.Nano()) / 1e9
+}
 
 func check(err error) {
 	if err != nil {
@@ -53,10 +79,26 @@ func emit(workload string, seconds float64, ops int, nbytes int) {
 }
 
 // best runs fn repeat times and emits the shortest run.
+// the CPU used so far by this process (user, system) and the server, at the last start()
+var cpu0 [3]float64
+
+// start is a run's time zero (after its setup): it also notes the CPU used so far.
+func start() time.Time {
+	u, k := selfCPU()
+	cpu0 = [3]float64{u, k, procCPU(*srvPid)}
+	return time.Now()
+}
+
 func best(workload string, ops int, nbytes int, fn func() time.Duration) {
 	min := math.Inf(1)
 	for i := 0; i < *repeat; i++ {
 		min = math.Min(min, fn().Seconds())
+		if *srvPid != 0 {
+			u1, k1 := selfCPU()
+			us := 1e6 / float64(ops)
+			fmt.Fprintf(os.Stderr, "  cpu %-9s %-26s client user %5.2f sys %5.2f, server %5.2f us/op\n",
+				impl, workload, (u1-cpu0[0])*us, (k1-cpu0[1])*us, (procCPU(*srvPid)-cpu0[2])*us)
+		}
 	}
 	emit(workload, min, ops, nbytes)
 }
@@ -77,7 +119,7 @@ func core() {
 		best("publish "+label, n, n*size, func() time.Duration {
 			nc := connect()
 			defer nc.Close()
-			t0 := time.Now()
+			t0 := start()
 			for i := 0; i < n; i++ {
 				check(nc.Publish("bench.pub", payload))
 			}
@@ -103,7 +145,7 @@ func core() {
 			check(err)
 			check(sub.SetPendingLimits(-1, -1))
 			check(sc.Flush())
-			t0 := time.Now()
+			t0 := start()
 			for i := 0; i < m; i++ {
 				check(pc.Publish("bench.ps", payload))
 			}
@@ -127,7 +169,7 @@ func core() {
 	lat := make([]float64, 0, *requests)
 	payload := make([]byte, 16)
 	for i := 0; i < *requests; i++ {
-		t0 := time.Now()
+		t0 := start()
 		_, err := nc.Request("bench.req", payload, 5*time.Second)
 		check(err)
 		lat = append(lat, time.Since(t0).Seconds())
@@ -165,7 +207,7 @@ func (b *bench) fetchAck(n, batch int, confirmed bool) time.Duration {
 	sub, err := b.js.PullSubscribe("bench", "b", nats.MaxAckPending(-1))
 	check(err)
 	defer func() { _ = sub.Unsubscribe() }()
-	t0 := time.Now()
+	t0 := start()
 	for got := 0; got < n; {
 		msgs, err := sub.Fetch(min(batch, n-got), nats.MaxWait(5*time.Second))
 		check(err)
@@ -191,7 +233,7 @@ func (b *bench) ordered(n int) time.Duration {
 	b.freshStream(n)
 	done := make(chan struct{})
 	got := 0
-	t0 := time.Now()
+	t0 := start()
 	sub, err := b.js.Subscribe("bench", func(*nats.Msg) {
 		got++ // one goroutine delivers a subscription's messages
 		if got == n {
@@ -216,7 +258,7 @@ func (b *bench) ackSync(n, concurrent int) time.Duration {
 		check(err)
 		msgs = append(msgs, got...)
 	}
-	t0 := time.Now()
+	t0 := start()
 	if concurrent == 0 {
 		for _, m := range msgs {
 			check(m.AckSync())
@@ -250,7 +292,7 @@ func jetStream() {
 	n := *jsCount
 	best("sync publish", n/10, 0, func() time.Duration {
 		b.freshStream(0)
-		t0 := time.Now()
+		t0 := start()
 		for i := 0; i < n/10; i++ {
 			_, err := js.Publish("bench", jsPayload)
 			check(err)
@@ -259,7 +301,7 @@ func jetStream() {
 	})
 	best("publish_async", n, 0, func() time.Duration {
 		b.freshStream(0)
-		t0 := time.Now()
+		t0 := start()
 		for i := 0; i < n; i++ {
 			_, err := js.PublishAsync("bench", jsPayload)
 			check(err)
@@ -309,7 +351,7 @@ func keyValue() {
 	}
 	best("put", n, 0, func() time.Duration {
 		kv := fresh(false)
-		t0 := time.Now()
+		t0 := start()
 		for _, k := range keys {
 			_, err := kv.Put(k, value)
 			check(err)
@@ -318,7 +360,7 @@ func keyValue() {
 	})
 	best("get", n, 0, func() time.Duration {
 		kv := fresh(true)
-		t0 := time.Now()
+		t0 := start()
 		for _, k := range keys {
 			_, err := kv.Get(k)
 			check(err)
@@ -327,7 +369,7 @@ func keyValue() {
 	})
 	best("watch (until up to date)", n, 0, func() time.Duration {
 		kv := fresh(true)
-		t0 := time.Now()
+		t0 := start()
 		w, err := kv.WatchAll()
 		check(err)
 		got := 0
@@ -363,13 +405,13 @@ func objectStore() {
 	}
 	label := fmt.Sprintf("%d MiB", *objMiB)
 	best("put "+label, 1, size, func() time.Duration {
-		t0 := time.Now()
+		t0 := start()
 		_, err := obs.PutBytes("obj", data)
 		check(err)
 		return time.Since(t0)
 	})
 	best("get "+label+" (bytes)", 1, size, func() time.Duration {
-		t0 := time.Now()
+		t0 := start()
 		got, err := obs.GetBytes("obj")
 		check(err)
 		if len(got) != size {
@@ -378,7 +420,7 @@ func objectStore() {
 		return time.Since(t0)
 	})
 	best("get "+label+" (stream)", 1, size, func() time.Duration {
-		t0 := time.Now()
+		t0 := start()
 		r, err := obs.Get("obj")
 		check(err)
 		k, err := io.Copy(io.Discard, r)
