@@ -46,7 +46,7 @@ PEERS = ("nats-py", "natsio", "nats-core")
 RUNS: tuple[tuple[str, ...], ...] = (
     ("benchmarks.bench_core", "--repeat", "3", "--count", "300000", "--requests", "2000"),
     ("benchmarks.bench_js", "--repeat", "3", "--count", "100000"),
-    ("benchmarks.bench_kv", "--repeat", "3", "--count", "10000"),
+    ("benchmarks.bench_kv", "--repeat", "3", "--count", "5000"),
     ("benchmarks.bench_objectstore", "--size", "32"),
 )
 #: the native anchor's run, the same sizes (it takes no --loop)
@@ -61,7 +61,7 @@ NATIVE_RUN = (
     "--js-count",
     "100000",
     "--kv-count",
-    "10000",
+    "5000",
     "--size",
     "32",
 )
@@ -223,11 +223,14 @@ def run_benchmarks(out: Path, loop: str = "asyncio", native: bool = True) -> lis
     for args in runs:
         print(f"running {' '.join(args)} ...", file=sys.stderr, flush=True)
         proc = subprocess.run(
-            [sys.executable, "-m", *args, "--json"], capture_output=True, text=True, check=True
+            [sys.executable, "-m", *args, "--json"], capture_output=True, text=True
         )
         sys.stderr.write(proc.stderr)
+        if proc.returncode != 0:
+            # what it measured before it failed is kept; the rest is missing from the chart
+            print(f"{args[0]} failed (exit {proc.returncode})", file=sys.stderr, flush=True)
         lines += [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    out.write_text("\n".join(lines) + "\n")
+        out.write_text("\n".join(lines) + "\n")
     return lines
 
 
