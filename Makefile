@@ -6,7 +6,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo spark-demo test lint types unit bench soak faults faults-report clean
+.PHONY: demo spark-demo test lint types unit bench bench-python bench-native soak faults faults-report clean
+
+# The benchmarks run the peers that need Python 3.13 (natsio, nats-core) beside ours and
+# nats-py in one venv, .venv-bench, built with the first Python >= 3.13 found (python3.14,
+# python3.13, then pyenv's versions); without one, .venv (3.11) runs them without those peers.
+BENCH_PYTHON ?= $(shell for p in python3.14 python3.13; do $$p -c '' >/dev/null 2>&1 && { command -v $$p; exit 0; }; done; \
+	r=$$(pyenv root 2>/dev/null) && ls -d $$r/versions/3.1[3-9]*/bin/python3 2>/dev/null | tail -1)
+BVENV := .venv-bench
+BSTAMP := $(BVENV)/.installed-bench
+BPY := $(if $(BENCH_PYTHON),$(BVENV)/bin/python,$(BIN)/python)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,13 +51,29 @@ test: lint types
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
 
-bench: $(STAMP)
-	$(BIN)/python -m benchmarks.bench_parser
-	$(BIN)/python -m benchmarks.bench_core
-	$(BIN)/python -m benchmarks.bench_js
-	$(BIN)/python -m benchmarks.bench_kv
-	$(BIN)/python -m benchmarks.bench_objectstore
+$(BSTAMP): pyproject.toml
+	$(BENCH_PYTHON) -m venv $(BVENV)
+	$(BVENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BVENV)/bin/python -m pip install --quiet -e ".[bench]"
+	touch $@
+
+# Every benchmark, then the Spark one (in .venv, which has pyspark), then the native anchor.
+bench: bench-python bench-native
 	$(BIN)/python -m benchmarks.bench_spark
+
+bench-python: $(STAMP) $(if $(BENCH_PYTHON),$(BSTAMP))
+	@if [ -n "$(BENCH_PYTHON)" ]; then echo "peers: nats-py, natsio, nats-core ($(BPY))"; \
+	else echo "no Python >= 3.13 here: natsio and nats-core are not measured, only nats-py"; fi
+	$(BPY) -m benchmarks.bench_parser
+	$(BPY) -m benchmarks.bench_core
+	$(BPY) -m benchmarks.bench_js
+	$(BPY) -m benchmarks.bench_kv
+	$(BPY) -m benchmarks.bench_objectstore
+
+# The same workloads with the Go client (benchmarks/native, built offline against Debian's
+# nats.go); without Go it says the native column is skipped and succeeds.
+bench-native: $(STAMP)
+	$(BIN)/python -m benchmarks.bench_native
 
 # Not part of `make test`: ten minutes of cuts and blackholes, then leak checks.
 soak: $(STAMP)

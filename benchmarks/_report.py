@@ -29,6 +29,8 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
+import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -45,7 +47,10 @@ __all__ = [
     "race_async",
     "race_workloads",
     "report",
+    "proc_cpu",
     "run_on_loop",
+    "start",
+    "with_cpu",
 ]
 
 OURS = "jetstream"
@@ -206,8 +211,9 @@ async def best_of_async(run: Callable[[], Awaitable[float]], repeat: int) -> flo
     return best
 
 
-#: (label, operations per run, a run that times itself and returns seconds)
-Workload = tuple[str, int, Callable[[], Awaitable[float]]]
+#: (label, operations per run, a run that times itself and returns seconds; None where
+#: the client has no such feature: the workload is then left out for it, reported n/a)
+Workload = tuple[str, int, Callable[[], Awaitable[float]] | None]
 
 
 async def race_async(
@@ -239,11 +245,64 @@ async def race_workloads(
     for k, (label, ops, _) in enumerate(lists[0]):
         if only and only not in label:
             continue
-        runs = {name: wl[k][2] for name, wl in impls.items()}
+        runs = {name: wl[k][2] for name, wl in impls.items() if wl[k][2] is not None}
+        for name in impls:
+            if name not in runs:
+                print(f"  {name:9s} {label:26s} {'n/a':>12s}", flush=True)
         for name, seconds in (await race_async(runs, repeat)).items():
             out.append(Measurement(label, name, seconds, ops))
             print(f"  {name:9s} {label:26s} {ops / seconds:12,.0f} {unit}", flush=True)
     return out
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (Linux ``/proc``), or 0."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+#: the server whose CPU ``start`` notes (set by ``with_cpu``), and what it noted
+_cpu_pid = 0
+_cpu0: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
+def start() -> float:
+    """A run's time zero, after its setup (``time.perf_counter()``); also notes the CPU
+    used so far, which ``with_cpu`` reports from (the setup is not counted)."""
+    global _cpu0
+    if _cpu_pid:
+        t = os.times()
+        _cpu0 = (t.user, t.system, proc_cpu(_cpu_pid))
+    return time.perf_counter()
+
+
+def with_cpu(
+    run: Callable[[], Awaitable[float]], label: str, impl: str, ops: int, server_pid: int
+) -> Callable[[], Awaitable[float]]:
+    """``run``, printing (stderr) where its CPU went per operation: this process's user
+    and system time and the server's. The two processes share the machine's cores, so
+    whichever is busier bounds the rate; each run's figures are printed."""
+
+    async def timed() -> float:
+        global _cpu_pid
+        _cpu_pid = server_pid
+        seconds = await run()
+        t1, s1 = os.times(), proc_cpu(server_pid)
+        u0, k0, s0 = _cpu0
+        us = 1e6 / ops
+        print(
+            f"  cpu {impl:9s} {label:26s} client user {(t1.user - u0) * us:5.2f}"
+            f" sys {(t1.system - k0) * us:5.2f}, server {(s1 - s0) * us:5.2f} us/op",
+            file=sys.stderr,
+            flush=True,
+        )
+        return seconds
+
+    return timed
 
 
 def run_on_loop(coro: Coroutine[Any, Any, T], loop: str) -> T:

@@ -1,4 +1,5 @@
-"""Core NATS benchmarks, jetstream and nats-py side by side in one process run.
+"""Core NATS benchmarks, jetstream and nats-py (and natsio and nats-core where they are
+installed, see ``benchmarks/_peers.py``) side by side in one process run.
 
 Workloads (against one embedded nats-server):
 
@@ -27,6 +28,7 @@ import nats
 import nats.errors
 
 import jetstream
+from benchmarks import _peers
 from benchmarks._floor import socket_floor
 from benchmarks._report import Measurement, arg_parser, race_async, report, run_on_loop
 from jetstream.embedded import NatsServer
@@ -181,22 +183,23 @@ def _pct(xs: list[float], q: float) -> float:
 
 async def main_async(args: Any) -> list[Measurement]:
     results: list[Measurement] = []
+    peers = _peers.load(not args.no_peers)
     with NatsServer(jetstream=False) as server:
         url = server.url
         n = args.count
-        for kind, count, ours, theirs in (
-            ("publish", n, pub_ours, pub_natspy),
-            ("pub->sub", n // 4, pubsub_ours, pubsub_natspy),
+        for kind, count, ours, theirs, attr in (
+            ("publish", n, pub_ours, pub_natspy, "pub"),
+            ("pub->sub", n // 4, pubsub_ours, pubsub_natspy, "pubsub"),
         ):
             for size, label in ((16, "16 B"), (1024, "1 KiB")):
                 p = b"x" * size
-                best = await race_async(
-                    {
-                        "jetstream": partial(ours, url, count, p),
-                        "nats-py": partial(theirs, url, count, p),
-                    },
-                    args.repeat,
-                )
+                runs = {
+                    "jetstream": partial(ours, url, count, p),
+                    "nats-py": partial(theirs, url, count, p),
+                }
+                for peer in peers:
+                    runs[peer.NAME] = partial(getattr(peer, attr), url, count, p)
+                best = await race_async(runs, args.repeat)
                 for impl, s in best.items():
                     if math.isinf(s):
                         print(f"{impl} {kind} {label}: no run completed, no figure")
@@ -205,10 +208,12 @@ async def main_async(args: Any) -> list[Measurement]:
         # requests in rounds, taking turns, so that a busy spell hits both clients
         rounds = max(1, args.repeat)
         k = max(1, args.requests // rounds)
-        lats: dict[str, list[float]] = {"jetstream": [], "nats-py": []}
+        reqs = {"jetstream": req_ours, "nats-py": req_natspy}
+        reqs.update({peer.NAME: peer.req for peer in peers})
+        lats: dict[str, list[float]] = {name: [] for name in reqs}
         for _ in range(rounds):
-            lats["jetstream"] += await req_ours(url, k)
-            lats["nats-py"] += await req_natspy(url, k)
+            for name, req in reqs.items():
+                lats[name] += await req(url, k)
         for impl, lat in lats.items():
             p50, p99 = _pct(lat, 0.5), _pct(lat, 0.99)
             # ops = 1 so ops/s shows requests/s at that percentile
@@ -230,6 +235,7 @@ def main() -> None:
     parser = arg_parser("core NATS: publish, pub->sub, request/reply vs nats-py")
     parser.add_argument("--count", type=int, default=1_000_000, help="messages per publish run")
     parser.add_argument("--requests", type=int, default=5000, help="requests for latency")
+    parser.add_argument("--no-peers", action="store_true", help="only jetstream and nats-py")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = parser.parse_args()
     results = run_on_loop(main_async(args), args.loop)

@@ -1,27 +1,39 @@
-"""JetStream benchmarks, jetstream and nats-py side by side in one process run.
+"""JetStream benchmarks, jetstream and nats-py (and natsio and nats-core where they are
+installed, see ``benchmarks/_peers.py``) side by side in one process run.
 
 Workloads (one embedded nats-server, memory storage):
 
 - sync publish: N publishes each waiting for its PubAck;
-- publish_async: N pipelined publishes, then waiting for every ack;
+- publish_async: N pipelined publishes with at most ``WINDOW`` (256) acks outstanding,
+  then waiting for every ack;
 - fetch+ack: N stored messages pulled in batches of 100 and 500, each acked;
+- fetch+ack_sync batch 500: the same in batches of 500, each message acked with a
+  confirmed ack, the 500 confirmations awaited together;
 - messages()+ack: N stored messages through continuous pull (nats-py: fetch loop);
 - ordered replay: N stored messages through an ordered consumer: ours pull-based (the
-  default, asking for 5000 messages a pull: the server's own cost per message falls as
-  pulls grow), then push-based with flow control; nats-py's is push-based in both rows;
+  default), asking for ``--pull`` (500) messages a pull, as natsio and nats-core do (the
+  latter's default is 100 a pull: it is given 500 here), then push-based with flow
+  control; nats-py's is push-based in both rows;
 - ack_sync: M messages acked with a confirmed ack, one after the other (bound by the
   round-trip time to the server), and 100 at a time (bound by the client's own work).
 
 At the end, the socket floor (``benchmarks/_floor.py``): a PING/PONG round trip on a
 bare blocking socket, the most sequential ``ack_sync`` calls a second could reach here.
 
-Run: ``.venv/bin/python -m benchmarks.bench_js [--count N] [--loop uvloop]``.
+Run: ``.venv/bin/python -m benchmarks.bench_js [--count N] [--loop uvloop]``; ``--cpu`` prints
+where the CPU went per message (client user and system time, server), ``--profile`` runs
+ours alone under cProfile (with ``--only WORKLOAD``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import cProfile
+import pstats
+import sys
 import time
+from contextlib import AsyncExitStack
+from functools import partial
 from typing import Any
 
 import nats
@@ -31,6 +43,7 @@ from nats.js.api import StorageType as NStorageType
 from nats.js.api import StreamConfig as NStreamConfig
 
 import jetstream
+from benchmarks import _peers
 from benchmarks._floor import socket_floor
 from benchmarks._report import (
     Measurement,
@@ -39,12 +52,16 @@ from benchmarks._report import (
     race_workloads,
     report,
     run_on_loop,
+    start,
+    with_cpu,
 )
 from jetstream import ConsumerConfig, StreamConfig
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
 
 PAYLOAD = b"x" * 128
+#: outstanding acks of publish_async, the same for every client
+WINDOW = 256
 
 
 class Ours:
@@ -55,7 +72,7 @@ class Ours:
 
     async def __aenter__(self) -> Ours:
         self.nc = await jetstream.connect(self.url)
-        self.js = self.nc.jetstream()
+        self.js = self.nc.jetstream(publish_async_max_pending=WINDOW)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -75,29 +92,33 @@ class Ours:
 
     async def sync_publish(self, n: int) -> float:
         await self.fresh_stream(0)
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await self.js.publish("bench", PAYLOAD)
         return time.perf_counter() - t0
 
     async def async_publish(self, n: int) -> float:
         await self.fresh_stream(0)
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await self.js.publish_async("bench", PAYLOAD)
         await self.js.publish_async_complete(timeout=120)
         return time.perf_counter() - t0
 
-    async def fetch_ack(self, n: int, batch: int) -> float:
+    async def fetch_ack(self, n: int, batch: int, confirmed: bool = False) -> float:
         await self.fresh_stream(n)
         stream = await self.js.stream("BENCH")
-        c = await stream.create_consumer(ConsumerConfig(durable_name="b"))
-        t0 = time.perf_counter()
+        c = await stream.create_consumer(ConsumerConfig(durable_name="b", max_ack_pending=-1))
+        t0 = start()
         got = 0
         while got < n:
-            for m in await c.fetch(batch, expires=5):
-                await m.ack()
-                got += 1
+            msgs = await c.fetch(min(batch, n - got), expires=5)
+            if confirmed:
+                await asyncio.gather(*(m.ack_sync() for m in msgs))
+            else:
+                for m in msgs:
+                    await m.ack()
+            got += len(msgs)
         await self.nc.flush()
         return time.perf_counter() - t0
 
@@ -105,7 +126,7 @@ class Ours:
         await self.fresh_stream(n)
         stream = await self.js.stream("BENCH")
         c = await stream.create_consumer(ConsumerConfig(durable_name="m"))
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         async with c.messages(max_messages=500) as it:
             async for m in it:
@@ -116,13 +137,13 @@ class Ours:
         await self.nc.flush()
         return time.perf_counter() - t0
 
-    async def ordered(self, n: int, push: bool = False) -> float:
+    async def ordered(self, n: int, pull: int, push: bool = False) -> float:
         await self.fresh_stream(n)
         stream = await self.js.stream("BENCH")
-        t0 = time.perf_counter()
+        t0 = start()
         oc = await stream.ordered_consumer(push=push)
         got = 0
-        async with oc.messages(max_messages=5000) as it:
+        async with oc.messages(max_messages=pull) as it:
             async for _ in it:
                 got += 1
                 if got == n:
@@ -136,7 +157,7 @@ class Ours:
         msgs = []
         while len(msgs) < n:
             msgs += await c.fetch(min(500, n - len(msgs)), expires=5)
-        t0 = time.perf_counter()
+        t0 = start()
         if concurrent:
             for i in range(0, n, concurrent):
                 await asyncio.gather(*(m.ack_sync() for m in msgs[i : i + concurrent]))
@@ -154,7 +175,7 @@ class Theirs:
 
     async def __aenter__(self) -> Theirs:
         self.nc = await nats.connect(self.url)
-        self.js = self.nc.jetstream()
+        self.js = self.nc.jetstream(publish_async_max_pending=WINDOW)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -175,30 +196,36 @@ class Theirs:
 
     async def sync_publish(self, n: int) -> float:
         await self.fresh_stream(0)
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await self.js.publish("bench", PAYLOAD)
         return time.perf_counter() - t0
 
     async def async_publish(self, n: int) -> float:
         await self.fresh_stream(0)
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await self.js.publish_async("bench", PAYLOAD)
         await asyncio.wait_for(self.js.publish_async_completed(), 120)
         return time.perf_counter() - t0
 
-    async def fetch_ack(self, n: int, batch: int) -> float:
+    async def fetch_ack(self, n: int, batch: int, confirmed: bool = False) -> float:
         await self.fresh_stream(n)
         psub = await self.js.pull_subscribe(
-            "bench", "b", config=NConsumerConfig(ack_policy=NAckPolicy.EXPLICIT)
+            "bench",
+            "b",
+            config=NConsumerConfig(ack_policy=NAckPolicy.EXPLICIT, max_ack_pending=-1),
         )
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         while got < n:
-            for m in await psub.fetch(batch, timeout=5):
-                await m.ack()
-                got += 1
+            msgs = await psub.fetch(min(batch, n - got), timeout=5)
+            if confirmed:
+                await asyncio.gather(*(m.ack_sync() for m in msgs))
+            else:
+                for m in msgs:
+                    await m.ack()
+            got += len(msgs)
         await self.nc.flush()
         el = time.perf_counter() - t0
         await psub.unsubscribe()
@@ -208,10 +235,10 @@ class Theirs:
         # nats-py has no continuous pull: its idiom is a fetch loop with large batches
         return await self.fetch_ack(n, 500)
 
-    async def ordered(self, n: int, push: bool = True) -> float:
+    async def ordered(self, n: int, pull: int = 0, push: bool = True) -> float:
         # nats-py's ordered consumer is push-based only
         await self.fresh_stream(n)
-        t0 = time.perf_counter()
+        t0 = start()
         done = asyncio.get_running_loop().create_future()
         got = 0
 
@@ -235,7 +262,7 @@ class Theirs:
         msgs: list[Any] = []
         while len(msgs) < n:
             msgs += await psub.fetch(min(500, n - len(msgs)), timeout=5)
-        t0 = time.perf_counter()
+        t0 = start()
         if concurrent:
             for i in range(0, n, concurrent):
                 await asyncio.gather(*(m.ack_sync() for m in msgs[i : i + concurrent]))
@@ -248,29 +275,63 @@ class Theirs:
 
 
 async def main_async(args: Any) -> list[Measurement]:
-    n = args.count
+    n, pull = args.count, args.pull
+    mods = _peers.load(not args.no_peers)
     with NatsServer() as server:
-        async with Ours(server.url) as ours, Theirs(server.url) as theirs:
+        impls: list[Any] = [Ours(server.url), Theirs(server.url)]
+        peers = [m.JS(server.url, PAYLOAD, WINDOW) for m in mods]
+        async with AsyncExitStack() as stack:
+            for impl in [*impls, *peers]:
+                await stack.enter_async_context(impl)
 
-            def workloads(impl: Ours | Theirs) -> list[Workload]:
+            def workloads(impl: Any) -> list[Workload]:
+                has = partial(hasattr, impl)
+                push = isinstance(impl, Ours | Theirs)
                 return [
                     ("sync publish", n // 10, lambda: impl.sync_publish(n // 10)),
-                    ("publish_async", n, lambda: impl.async_publish(n)),
+                    (
+                        "publish_async",
+                        n,
+                        (lambda: impl.async_publish(n)) if has("async_publish") else None,
+                    ),
                     ("fetch+ack batch 100", n, lambda: impl.fetch_ack(n, 100)),
                     ("fetch+ack batch 500", n, lambda: impl.fetch_ack(n, 500)),
+                    ("fetch+ack_sync batch 500", n, lambda: impl.fetch_ack(n, 500, True)),
                     ("messages()+ack", n, lambda: impl.messages_ack(n)),
-                    ("ordered replay", n, lambda: impl.ordered(n)),
-                    ("ordered replay, push", n, lambda: impl.ordered(n, push=True)),
+                    ("ordered replay", n, lambda: impl.ordered(n, pull)),
+                    (
+                        "ordered replay, push",
+                        n,
+                        (lambda: impl.ordered(n, pull, push=True)) if push else None,
+                    ),
                     ("ack_sync", n // 20, lambda: impl.ack_sync(n // 20)),
                     ("ack_sync 100 at a time", n // 10, lambda: impl.ack_sync(n // 10, 100)),
                 ]
 
+            every = {impl.name: workloads(impl) for impl in [*impls, *peers]}
+            if args.profile:  # ours alone, under cProfile
+                every = {Ours.name: every[Ours.name]}
+            if args.cpu or args.profile:
+                pid = server.pid or 0
+                every = {
+                    name: [
+                        (label, ops, run and with_cpu(run, label, name, ops, pid))
+                        for label, ops, run in wl
+                    ]
+                    for name, wl in every.items()
+                }
+            prof = cProfile.Profile() if args.profile else None
+            if prof is not None:
+                prof.enable()
             results = await race_workloads(
-                {ours.name: workloads(ours), theirs.name: workloads(theirs)},
+                every,
                 repeat=args.repeat,
                 only=args.only,
                 unit="msg/s",
             )
+            if prof is not None:
+                prof.disable()
+                pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(30)
         # one ack_sync is one round trip: this is the fastest any client could go
         ping = socket_floor(server.url, rounds=max(100, n // 100))["ping"]
         print(
@@ -284,6 +345,10 @@ def main() -> None:
     parser = arg_parser("JetStream publish and consume vs nats-py")
     parser.add_argument("--count", type=int, default=200_000, help="messages per workload")
     parser.add_argument("--only", default="", help="run only workloads whose name has this")
+    parser.add_argument("--pull", type=int, default=500, help="ordered consumers: msgs a pull")
+    parser.add_argument("--no-peers", action="store_true", help="only jetstream and nats-py")
+    parser.add_argument("--cpu", action="store_true", help="client/server CPU per message")
+    parser.add_argument("--profile", action="store_true", help="ours alone, under cProfile")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = parser.parse_args()
     results = run_on_loop(main_async(args), args.loop)

@@ -1,4 +1,5 @@
-"""KeyValue benchmarks, jetstream and nats-py side by side in one process run.
+"""KeyValue benchmarks, jetstream and nats-py (and natsio and nats-core where they are
+installed, see ``benchmarks/_peers.py``) side by side in one process run.
 
 Workloads (one embedded nats-server, a memory-storage bucket):
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import AsyncExitStack
 from typing import Any
 
 import nats
@@ -22,6 +24,7 @@ from nats.js.api import KeyValueConfig as NKeyValueConfig
 from nats.js.api import StorageType as NStorageType
 
 import jetstream
+from benchmarks import _peers
 from benchmarks._report import (
     Measurement,
     Workload,
@@ -155,10 +158,22 @@ class Theirs:
 
 async def main_async(args: Any) -> list[Measurement]:
     n = args.count
+    mods = _peers.load(not args.no_peers)
     with NatsServer() as server:
-        async with Ours(server.url) as ours, Theirs(server.url) as theirs:
+        impls: list[Any] = [Ours(server.url), Theirs(server.url)]
+        keys = _keys(n)
+        peers = [m.KV(server.url, BUCKET, VALUE) for m in mods]
+        async with AsyncExitStack() as stack:
+            for impl in [*impls, *peers]:
+                await stack.enter_async_context(impl)
 
-            def workloads(impl: Ours | Theirs) -> list[Workload]:
+            def workloads(impl: Any) -> list[Workload]:
+                if impl in peers:
+                    return [
+                        ("put", n, lambda: impl.put(keys)),
+                        ("get", n, lambda: impl.get(keys)),
+                        ("watch (until up to date)", n, lambda: impl.watch(keys)),
+                    ]
                 return [
                     ("put", n, lambda: impl.put(n)),
                     ("get", n, lambda: impl.get(n)),
@@ -166,7 +181,7 @@ async def main_async(args: Any) -> list[Measurement]:
                 ]
 
             return await race_workloads(
-                {ours.name: workloads(ours), theirs.name: workloads(theirs)},
+                {impl.name: workloads(impl) for impl in [*impls, *peers]},
                 repeat=args.repeat,
                 only=args.only,
                 unit="ops/s",
@@ -177,6 +192,7 @@ def main() -> None:
     parser = arg_parser("KeyValue put, get and watch vs nats-py")
     parser.add_argument("--count", type=int, default=20_000, help="keys per workload")
     parser.add_argument("--only", default="", help="run only workloads whose name has this")
+    parser.add_argument("--no-peers", action="store_true", help="only jetstream and nats-py")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = parser.parse_args()
     results = run_on_loop(main_async(args), args.loop)

@@ -1,4 +1,5 @@
-"""Object store benchmarks, jetstream and nats-py side by side in one process run.
+"""Object store benchmarks, jetstream and nats-py (and natsio where it is installed; the
+official next-generation client has no ObjectStore) side by side in one process run.
 
 Workloads (one embedded nats-server, file storage, 128 KiB chunks):
 
@@ -26,6 +27,7 @@ from typing import Any
 import nats
 
 import jetstream
+from benchmarks import _peers
 from benchmarks._report import Measurement, arg_parser, best_of_async, report, run_on_loop
 from jetstream.embedded import NatsServer
 
@@ -186,6 +188,8 @@ async def main_async(args: Any) -> tuple[list[Measurement], list[str]]:
         impls: list[Any] = [Ours(server.url)]
         if not args.no_peer:
             impls.append(Theirs(server.url))
+            # nats-core has no ObjectStore: it is not in this table (n/a)
+            impls += [m.Obj(server.url) for m in _peers.load() if hasattr(m, "Obj")]
         for impl in impls:
             async with impl:
                 name = impl.name
@@ -202,7 +206,7 @@ async def main_async(args: Any) -> tuple[list[Measurement], list[str]]:
                 secs = await best_of_async(lambda i=impl: i.stream(size), args.repeat)
                 results.append(Measurement(label, name, secs, 1, size))
                 print(f"  {name:9s} {label:24s} {size / secs / 1e6:8.1f} MB/s", flush=True)
-                if args.big:
+                if args.big and hasattr(impl, "put_file"):
                     big = 1024 * MiB
                     out = Path(tmp) / f"out-{name}.bin"
                     gc.collect()

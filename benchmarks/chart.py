@@ -1,22 +1,31 @@
-"""The performance page's chart: how many times faster than each peer, one bar per workload.
+"""The performance page's chart and table: ours against each peer and the Go client.
 
 Reads the JSON lines the benchmarks print with ``--json`` (one measurement per line:
 workload, impl, seconds, ops), or makes them first with ``--run``, and draws for each
 workload one bar per peer: our throughput divided by that peer's, so 2 means twice as
-fast (for a latency, the peer's time divided by ours, the same reading). A line marks
-1x. The caption names the machine, Python and nats-server the figures come from.
+fast (for a latency, the peer's time divided by ours, the same reading). Against the
+native anchor (``nats.go``, ``benchmarks/bench_native.py``) the same ratio reads as the
+fraction of the Go client reached. A line marks 1x. The caption names the machine (CPU
+count, load), Python, the event loop, nats-server and the peers' versions.
 
-Regenerate the committed chart (a few minutes; needs the ``dev`` extra for matplotlib)::
+It also prints a Markdown table: per workload, each client's rate, our ratio to each
+Python peer and to the best of them, and the fraction of nats.go.
 
-    python -m benchmarks.chart --run --svg docs/assets/speedup.svg
+Regenerate the committed chart (some twenty minutes; run it with the Python of
+``.venv-bench``, which has every peer and matplotlib; Go for the native column)::
 
-``--run`` writes the measurements beside the SVG (``.jsonl``), so the chart can be
-drawn again from them without running anything (``--from FILE``).
+    .venv-bench/bin/python -m benchmarks.chart --run --svg docs/assets/speedup.svg
+
+``--run`` writes the measurements beside the SVG (``.jsonl``, with ``.caption`` and the
+table as ``.txt``), so the chart can be drawn again from them without running anything
+(``--from FILE``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -29,13 +38,32 @@ from dataclasses import dataclass
 from pathlib import Path
 
 OURS = "jetstream"
+NATIVE = "nats.go"
+#: the Python peers, in the order of the columns (a peer not installed is left out)
+PEERS = ("nats-py", "natsio", "nats-core")
 
 #: the benchmarks run by ``--run``, with options that keep the whole run to minutes
 RUNS: tuple[tuple[str, ...], ...] = (
     ("benchmarks.bench_core", "--repeat", "3", "--count", "300000", "--requests", "2000"),
     ("benchmarks.bench_js", "--repeat", "3", "--count", "100000"),
-    ("benchmarks.bench_kv", "--repeat", "3", "--count", "10000"),
+    ("benchmarks.bench_kv", "--repeat", "3", "--count", "5000"),
     ("benchmarks.bench_objectstore", "--size", "32"),
+)
+#: the native anchor's run, the same sizes (it takes no --loop)
+NATIVE_RUN = (
+    "benchmarks.bench_native",
+    "--repeat",
+    "3",
+    "--count",
+    "300000",
+    "--requests",
+    "2000",
+    "--js-count",
+    "100000",
+    "--kv-count",
+    "5000",
+    "--size",
+    "32",
 )
 
 
@@ -46,9 +74,8 @@ class Ratio:
     times: float  # ours vs the peer: above 1, ours is faster
 
 
-def ratios(lines: Iterable[str]) -> list[Ratio]:
-    """Our speed over each peer's, per workload, from benchmark JSON lines (a
-    workload measured twice keeps its last run)."""
+def _rates(lines: Iterable[str]) -> tuple[list[str], dict[tuple[str, str], tuple[float, int]]]:
+    """The workloads in order of appearance, and (seconds, ops) per (workload, impl)."""
     seconds: dict[tuple[str, str], tuple[float, int]] = {}
     order: list[str] = []
     for line in lines:
@@ -60,6 +87,13 @@ def ratios(lines: Iterable[str]) -> list[Ratio]:
         if w not in order:
             order.append(w)
         seconds[(w, impl)] = (float(m["seconds"]), int(m["ops"]))
+    return order, seconds
+
+
+def ratios(lines: Iterable[str]) -> list[Ratio]:
+    """Our speed over each peer's, per workload, from benchmark JSON lines (a
+    workload measured twice keeps its last run)."""
+    order, seconds = _rates(lines)
     out: list[Ratio] = []
     for w in order:
         ours = seconds.get((w, OURS))
@@ -73,8 +107,66 @@ def ratios(lines: Iterable[str]) -> list[Ratio]:
     return out
 
 
-def caption() -> str:
-    """The machine, Python and server versions, and the date, of this run."""
+def _fmt_rate(workload: str, secs: float, ops: int) -> str:
+    if "latency" in workload:
+        return f"{secs * 1e6:.0f} µs"
+    rate = ops / secs
+    if rate >= 1e6:
+        return f"{rate / 1e6:.2f}M"
+    if rate >= 1e3:
+        return f"{rate / 1e3:.1f}k"
+    return f"{rate:.1f}"
+
+
+def table(lines: Iterable[str]) -> str:
+    """A Markdown table: per workload, each client's rate (a latency row: its time),
+    our ratio to each Python peer and to the best of them (above 1: ours is faster), and
+    the fraction of nats.go we reach; ``n/a`` where a client has no such workload."""
+    order, seconds = _rates(lines)
+    impls = {impl for _, impl in seconds}
+    peers = [p for p in PEERS if p in impls]
+    native = NATIVE in impls
+    cols = [OURS, *peers, *([NATIVE] if native else [])]
+    head = ["workload", *cols, *(f"/ {p}" for p in peers), "/ best Python peer"]
+    if native:
+        head.append("fraction of nats.go")
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for w in order:
+        ours = seconds.get((w, OURS))
+        if ours is None:
+            continue
+        cells = [w]
+        for impl in cols:
+            got = seconds.get((w, impl))
+            cells.append(_fmt_rate(w, *got) if got else "n/a")
+        ours_rate = ours[1] / ours[0]
+        best = 0.0
+        for p in peers:
+            got = seconds.get((w, p))
+            if got:
+                their = got[1] / got[0]
+                best = max(best, their)
+                cells.append(f"{ours_rate / their:.2f}x")
+            else:
+                cells.append("n/a")
+        cells.append(f"{ours_rate / best:.2f}x" if best else "n/a")
+        if native:
+            got = seconds.get((w, NATIVE))
+            cells.append(f"{ours_rate / (got[1] / got[0]):.2f}" if got else "n/a")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def caption(loop: str = "asyncio", native: bool = False) -> str:
+    """The machine (CPU count, load), Python, loop, server and peer versions, and the
+    date, of this run."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -93,22 +185,52 @@ def caption() -> str:
     except OSError:
         pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    peers = [
+        f"{name} {v}"
+        for name, dist in (("nats-py", "nats-py"), ("natsio", "natsio"), ("nats-core", "nats-core"))
+        if (v := _version(dist))
+    ]
+    if native:
+        peers.append(f"{NATIVE} {_native_version()}")
     return (
-        f"{os.cpu_count()} cores ({cpu}), load {load:.1f}; Python {platform.python_version()}; "
-        f"{server}; {time.strftime('%Y-%m-%d')}"
+        f"{os.cpu_count()} cores ({cpu}), load {load:.1f}; Python {platform.python_version()} "
+        f"({loop}); {server}; {', '.join(peers)}; {time.strftime('%Y-%m-%d')}"
     )
 
 
-def run_benchmarks(out: Path) -> list[str]:
-    """Run every benchmark of ``RUNS`` with ``--json``; keep the lines in ``out``."""
+def _native_version() -> str:
+    """nats.go's version from its sources (Debian's package), or '?'."""
+    from benchmarks.bench_native import DEBIAN_GOPATH
+
+    gopath = os.environ.get("NATS_GO_GOPATH", DEBIAN_GOPATH)
+    try:
+        text = (Path(gopath) / "src/github.com/nats-io/nats.go/nats.go").read_text()
+    except OSError:
+        return "?"
+    for line in text.splitlines():
+        if line.strip().startswith("Version") and "=" in line:
+            return line.split("=", 1)[1].strip().strip('"')
+    return "?"
+
+
+def run_benchmarks(out: Path, loop: str = "asyncio", native: bool = True) -> list[str]:
+    """Run every benchmark of ``RUNS`` with ``--json`` (and the native anchor when
+    ``native``); keep the lines in ``out``."""
     lines: list[str] = []
-    for args in RUNS:
-        print(f"running {args[0]} ...", file=sys.stderr, flush=True)
+    runs = [(*args, "--loop", loop) for args in RUNS]
+    if native:
+        runs.append(NATIVE_RUN)
+    for args in runs:
+        print(f"running {' '.join(args)} ...", file=sys.stderr, flush=True)
         proc = subprocess.run(
-            [sys.executable, "-m", *args, "--json"], capture_output=True, text=True, check=True
+            [sys.executable, "-m", *args, "--json"], capture_output=True, text=True
         )
+        sys.stderr.write(proc.stderr)
+        if proc.returncode != 0:
+            # what it measured before it failed is kept; the rest is missing from the chart
+            print(f"{args[0]} failed (exit {proc.returncode})", file=sys.stderr, flush=True)
         lines += [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    out.write_text("\n".join(lines) + "\n")
+        out.write_text("\n".join(lines) + "\n")
     return lines
 
 
@@ -140,7 +262,10 @@ def draw(data: Sequence[Ratio], svg: Path, title: str) -> None:
     ax.set_yticks([i + height * (len(peers) - 1) / 2 for i in range(len(workloads))])
     ax.set_yticklabels(workloads, fontsize=9)
     ax.invert_yaxis()
-    ax.set_xlabel("times as fast as the peer (our throughput / theirs; 1 = the same)")
+    ax.set_xlabel(
+        "times as fast as the peer (our throughput / theirs, latency: theirs / ours; 1 = the same);"
+        f" vs {NATIVE}: the fraction of the Go client"
+    )
     ax.set_title(title, fontsize=10)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, fontsize=8)
     ax.margins(x=0.12)
@@ -156,11 +281,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--run", action="store_true", help="run the benchmarks first")
     src.add_argument("--from", dest="source", type=Path, help="benchmark JSON lines")
+    ap.add_argument(
+        "--loop",
+        choices=["asyncio", "uvloop"],
+        default="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        help="--run: the event loop of the Python benchmarks (uvloop where installed)",
+    )
+    ap.add_argument("--no-native", action="store_true", help="--run: skip the Go anchor")
     args = ap.parse_args(argv)
     data_file = args.svg.with_suffix(".jsonl")
     if args.run:
-        lines = run_benchmarks(data_file)
-        title = caption()
+        lines = run_benchmarks(data_file, args.loop, not args.no_native)
+        has_native = any(f'"impl": "{NATIVE}"' in line for line in lines)
+        title = caption(args.loop, has_native)
         data_file.with_suffix(".caption").write_text(title + "\n")
     else:
         lines = args.source.read_text().splitlines()
@@ -171,6 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: no workload measured both ours and a peer", file=sys.stderr)
         return 1
     draw(data, args.svg, title)
+    text = f"{title}\n\n{table(lines)}\n"
+    if args.run:
+        data_file.with_suffix(".txt").write_text(text)
+    print(text)
     print(f"wrote {args.svg} ({len(data)} bars)")
     return 0
 

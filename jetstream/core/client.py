@@ -416,7 +416,7 @@ class Client(_ClientBase):
         Returns a ``Subscription``: iterate it, or pass ``cb`` to have a callback run
         for each message in order. With ``max_msgs`` the server unsubscribes after that
         many messages. Past ``pending_msgs_limit`` / ``pending_bytes_limit`` queued
-        messages, new ones are dropped and a ``SlowConsumerError`` is reported.
+        messages (default 512k / 64 MiB), new ones are dropped: ``SlowConsumerError``.
 
         Raises:
             BadSubjectError: the subject or queue name is invalid (nothing is sent).

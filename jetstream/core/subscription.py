@@ -27,7 +27,9 @@ __all__ = [
     "SubscriptionOwner",
 ]
 
-DEFAULT_PENDING_MSGS = 65_536
+#: A subscription's default pending limits, nats.go's: 512k messages or 64 MiB queued
+#: before new ones are dropped (a fast publisher in the same process does not trip them).
+DEFAULT_PENDING_MSGS = 512 * 1024
 DEFAULT_PENDING_BYTES = 64 * 1024 * 1024
 
 MsgHandler = Callable[[Msg], Awaitable[None] | None]

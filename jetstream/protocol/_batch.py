@@ -22,6 +22,8 @@ BATCH_MIN = 4
 PROBE = 2048
 PROBE_LINES = 16
 _COOLDOWN_MAX = 64  # after failed batch attempts, skip at most this many feeds
+#: what bytes.split() splits on, one byte each (a search for one byte is a memchr)
+_WHITESPACE = (b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
 
 
 def _same_numbers(texts: list[bytes], values: list[int]) -> bool:
@@ -132,6 +134,10 @@ class BatchParser:
                 # A run of identical MSG control lines (one subject, sid, reply and
                 # size: a steady feed): parse the line once, as the op-by-op loop would.
                 done = self._same_line_run(head, ctl[0], payloads, count, ops)
+            elif width == 5 and (done := self._reply_run(head, ctl, payloads, count, ops)):
+                # One subject, sid and size, a reply subject each: a JetStream consumer's
+                # deliveries (each ack subject is different).
+                pass
             else:
                 # A few lines repeating (a wildcard subscription over some subjects):
                 # parse each distinct line once.
@@ -217,6 +223,50 @@ class BatchParser:
             )
         )
         return count * (len(line) + size + 4)
+
+    def _reply_run(
+        self, head: list[bytes], ctl: list[bytes], payloads: list[bytes], count: int, ops: list[Op]
+    ) -> int:
+        """Parse ``count`` MSG ops that differ only in their reply subject: each control
+        line is ``MSG <subject> <sid> <reply> <size>`` with the subject, sid and size of
+        the first (split: ``head``), single spaces between.
+
+        Each reply is its line's middle slice; the lines are exactly prefix + reply +
+        suffix when joined they equal the prefix-reply-suffix sequence joined (no line is
+        shorter than prefix and suffix: such a line would make the sequence longer).
+        Returns the bytes consumed, or 0 when the run is not exactly what the op-by-op
+        loop would accept (then the other paths decide).
+        """
+        sid_b = head[2]
+        size_b = head[4]
+        if not (sid_b.isdigit() and size_b.isdigit()):
+            return 0
+        size = int(size_b)
+        if size > self.max_payload or list(map(len, payloads)).count(size) != count:
+            return 0
+        prefix = b"MSG %b %b " % (head[1], sid_b)
+        suffix = b" " + size_b
+        a = len(prefix)
+        b = -len(suffix)
+        replies = [line[a:b] for line in ctl]
+        joined = b"".join(replies)
+        if (
+            b"".join(ctl) != prefix + (suffix + prefix).join(replies) + suffix
+            or replies.count(b"")
+            or any(map(joined.__contains__, _WHITESPACE))
+            or a - b + max(map(len, replies)) > self.max_control_line
+        ):
+            return 0
+        ops.extend(
+            map(
+                self._msg,
+                repeat(head[1].decode(), count),
+                repeat(int(sid_b), count),
+                map(bytes.decode, replies),
+                payloads,
+            )
+        )
+        return len(joined) + count * (a - b + size + 4)
 
     def _repeated_lines_run(
         self, ctl: list[bytes], payloads: list[bytes], count: int, ops: list[Op]

@@ -1,8 +1,10 @@
-"""The benchmarks still run: each one, shrunk, prints a figure for both clients.
+"""The benchmarks still run: each one, shrunk, prints a figure for ours and nats-py.
 
 Nothing here looks at a speed (timings are never asserted): a benchmark that breaks
 after a change to the client or to nats-py fails here instead of on the next
-measuring day.
+measuring day. The optional peers (natsio, nats-core: Python 3.13, ``make bench``) are
+in a row when they are installed and simply absent otherwise; the native anchor says it
+was skipped when there is no Go.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+ALL_IMPLS = {"jetstream", "nats-py", "natsio", "nats-core"}
 
 RUNS = {
     "bench_core": ["--count", "2000", "--requests", "20"],
@@ -41,4 +45,24 @@ def test_benchmark_reports_both_clients(module: str) -> None:
         assert r["seconds"] > 0 and r["ops"] > 0, r
         by_workload.setdefault(r["workload"], set()).add(r["impl"])
     for workload, impls in by_workload.items():
-        assert impls == {"jetstream", "nats-py"}, (workload, impls)
+        assert {"jetstream", "nats-py"} <= impls <= ALL_IMPLS, (workload, impls)
+
+
+def test_the_native_anchor_runs_or_says_it_was_skipped() -> None:
+    sizes = ["--count", "2000", "--js-count", "400", "--kv-count", "50", "--requests", "20"]
+    only = ["--size", "1", "--only", "core,kv"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_native", "--repeat", "1", "--json", *sizes, *only],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if not rows:  # no Go or no nats.go sources on this machine
+        assert "native column skipped" in proc.stderr, proc.stderr[-3000:]
+        return
+    assert {r["impl"] for r in rows} == {"nats.go"}
+    assert {r["workload"] for r in rows} >= {"publish 16 B", "pub->sub 1 KiB", "put", "get"}
+    assert all(r["seconds"] > 0 and r["ops"] > 0 for r in rows), rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.chart import main, ratios
+from benchmarks.chart import main, ratios, table
 
 
 def _line(workload: str, impl: str, seconds: float, ops: int = 1000) -> str:
@@ -41,3 +41,21 @@ def test_nothing_to_compare_is_an_error(tmp_path: Path) -> None:
     data = tmp_path / "run.jsonl"
     data.write_text(_line("pub", "jetstream", 0.5))
     assert main(["--from", str(data), "--svg", str(tmp_path / "c.svg")]) == 1
+
+
+def test_the_table_gives_each_peer_the_best_python_peer_and_the_fraction_of_nats_go() -> None:
+    lines = [
+        _line("pub", "jetstream", 1.0),
+        _line("pub", "nats-py", 3.0),
+        _line("pub", "natsio", 2.0),
+        _line("pub", "nats-core", 4.0),
+        _line("pub", "nats.go", 0.5),
+        _line("publish_async", "jetstream", 1.0),
+        _line("publish_async", "nats-py", 4.0),
+    ]
+    rows = [r for r in table(lines).splitlines() if r.startswith("| pub")]
+    pub = rows[0].split(" | ")
+    # ours, nats-py, natsio, nats-core, nats.go, /nats-py, /natsio, /nats-core, best, native
+    assert pub[6:] == ["3.00x", "2.00x", "4.00x", "2.00x", "0.50 |"]
+    pa = rows[1].split(" | ")
+    assert pa[6:] == ["4.00x", "n/a", "n/a", "4.00x", "n/a |"]

@@ -802,3 +802,61 @@ def test_the_remembered_control_lines_stay_bounded() -> None:
     got = p.feed(ops)
     assert [m.subject for m in got if isinstance(m, Msg)] == [f"s.{i}" for i in range(count)]
     assert 0 < len(p._lines) <= parser_mod._LINE_CACHE
+
+
+def _reply_line(i: int) -> bytes:
+    return b"MSG s.x 7 $JS.ACK.S.C.1.%d.%d.1700000000.%d 2\r\nab\r\n" % (i + 9, i, 99 - i)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b"MSG s.x 7 r\tx 2\r\nab\r\n",  # a tab: six fields, refused
+        b"MSG s.x 7  2\r\nab\r\n",  # a double space: no reply, valid
+        b"MSG s.x 8 r.1 2\r\nab\r\n",  # another sid
+        b"MSG s.y 7 r.1 2\r\nab\r\n",  # another subject
+        b"MSG s.x 7 r.1 3\r\nabc\r\n",  # another size
+        b"MSG s.x 7 r.1 2 2MSG s.x 7 r.2 2\r\nab\r\n",  # a line holding the next one's start
+        b"MSG s.x 7 r\xff 2\r\nab\r\n",  # not UTF-8
+        b"MSG s.x  7 r.1 2\r\nab\r\n",  # a double space before the reply: valid
+        b"MSG s.x 7 r.1 02\r\nab\r\n",  # a leading zero: valid
+    ],
+)
+def test_a_run_of_reply_subjects_agrees_with_the_loop(
+    monkeypatch: pytest.MonkeyPatch, odd: bytes
+) -> None:
+    taken = 0
+    original = Parser._reply_run
+
+    def counting(self: Parser, *args: object) -> int:
+        nonlocal taken
+        done = original(self, *args)  # type: ignore[arg-type]
+        taken += bool(done)
+        return done
+
+    monkeypatch.setattr(Parser, "_reply_run", counting)
+    plain = b"".join(_reply_line(i) for i in range(40))
+    assert feed_whole(plain) == [
+        Msg("s.x", 7, f"$JS.ACK.S.C.1.{i + 9}.{i}.1700000000.{99 - i}", b"ab") for i in range(40)
+    ]
+    assert taken == 1  # one run, through _reply_run
+    data = plain + odd + plain
+    assert outcome(run_whole(data)) == outcome(run_bytewise(data))
+
+
+def outcome(ops: list[Op] | None) -> object:
+    return "ProtocolError" if ops is None else ops
+
+
+def run_whole(data: bytes) -> list[Op] | None:
+    try:
+        return Parser().feed(data)
+    except ProtocolError:
+        return None
+
+
+def run_bytewise(data: bytes) -> list[Op] | None:
+    try:
+        return feed_bytewise(data)
+    except ProtocolError:
+        return None
