@@ -235,40 +235,55 @@ def run_benchmarks(out: Path, loop: str = "asyncio", native: bool = True) -> lis
 
 
 def draw(data: Sequence[Ratio], svg: Path, title: str) -> None:
-    """Horizontal bars, a group per workload and a bar per peer, to ``svg``."""
+    """Horizontal bars, a group per workload and a bar per peer, to ``svg``.
+
+    The axis is logarithmic (base 2), so that 0.5x and 2x sit as far from the 1x line,
+    and a 250x next to a 1.4x still leaves both readable. The Go client's bars are grey:
+    they read as the fraction of nats.go reached."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
     workloads = list(dict.fromkeys(r.workload for r in data))
     peers = list(dict.fromkeys(r.peer for r in data))
     value = {(r.workload, r.peer): r.times for r in data}
     height = 0.8 / max(len(peers), 1)
-    fig, ax = plt.subplots(figsize=(9, 0.42 * len(workloads) * max(len(peers), 1) + 1.6))
+    colors = {p: c for p, c in zip(PEERS, ("#1f77b4", "#ff7f0e", "#2ca02c"), strict=True)}
+    fig, ax = plt.subplots(figsize=(9, 0.22 * len(workloads) * max(len(peers), 1) + 2.2))
     for k, peer in enumerate(peers):
         ys = [i + k * height for i, w in enumerate(workloads) if (w, peer) in value]
         xs = [value[(w, peer)] for w in workloads if (w, peer) in value]
-        bars = ax.barh(ys, xs, height=height, label=f"vs {peer}")
+        label = f"vs {peer}" if peer != NATIVE else f"fraction of {NATIVE}"
+        color = "#8c8c8c" if peer == NATIVE else colors.get(peer)
+        bars = ax.barh(ys, xs, height=height, label=label, color=color)
         for bar, x in zip(bars, xs, strict=True):
-            ax.text(
-                bar.get_width(),
-                bar.get_y() + bar.get_height() / 2,
-                f" {x:.1f}x",
-                va="center",
-                fontsize=8,
-            )
+            text = f" {x:.2f}" if peer == NATIVE else f" {x:.1f}x"
+            ax.text(x, bar.get_y() + bar.get_height() / 2, text, va="center", fontsize=7)
+    ax.set_xscale("log", base=2)
+    low = min(min(value.values()), 0.5) / 1.3
+    high = max(max(value.values()), 2.0) * 1.6
+    ax.set_xlim(low, high)
+    ticks = [2.0**e for e in range(-8, 12) if low <= 2.0**e <= high]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticklabels([f"{t:g}x" for t in ticks], fontsize=8)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks([i + height * (len(peers) - 1) / 2 for i in range(len(workloads))])
     ax.set_yticklabels(workloads, fontsize=9)
-    ax.invert_yaxis()
-    ax.set_xlabel(
-        "times as fast as the peer (our throughput / theirs, latency: theirs / ours; 1 = the same);"
-        f" vs {NATIVE}: the fraction of the Go client"
+    ax.set_ylim(len(workloads) - 0.1, -0.3)
+    what = (
+        "times as fast as the peer (throughput: ours / theirs; latency: theirs / ours);"
+        " right of the line: faster"
     )
-    ax.set_title(title, fontsize=10)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, fontsize=8)
-    ax.margins(x=0.12)
+    ax.set_xlabel("\n".join([what, *textwrap.wrap(title, 110)]), fontsize=8)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=8, frameon=False)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
     fig.tight_layout()
     svg.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(svg, format="svg", metadata={"Date": None})
