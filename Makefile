@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo spark-demo test lint types unit bench bench-python bench-native soak faults faults-report clean
+.PHONY: demo spark-demo test lint types unit bench bench-python bench-native chart soak faults faults-report clean
 
 # The benchmarks run the peers that need Python 3.13 (natsio, nats-core) beside ours and
 # nats-py in one venv, .venv-bench, built with the first Python >= 3.13 found (python3.14,
@@ -74,6 +74,11 @@ bench-python: $(STAMP) $(if $(BENCH_PYTHON),$(BSTAMP))
 # nats.go); without Go it says the native column is skipped and succeeds.
 bench-native: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_native
+
+# The performance page's chart and table, from one run of every client benchmark and the
+# native anchor (about twenty minutes): docs/assets/speedup.{svg,txt,jsonl,caption}.
+chart: $(STAMP) $(if $(BENCH_PYTHON),$(BSTAMP))
+	$(BPY) -m benchmarks.chart --run --svg docs/assets/speedup.svg
 
 # Not part of `make test`: ten minutes of cuts and blackholes, then leak checks.
 soak: $(STAMP)
