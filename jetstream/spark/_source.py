@@ -33,6 +33,7 @@ import asyncio
 import datetime as _dt
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -45,8 +46,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from ..api import DeliverPolicy
-from ..errors import NatsError, StreamNotFoundError
+from ..errors import JetStreamError, NatsError, StreamNotFoundError
 from ..protocol.headers import parse_headers
+from ._bulk import RawOrderedStream
 from ._common import (
     ConnectSpec,
     SparkConfigError,
@@ -57,7 +59,8 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
-    from jetstream import Client, JsMsg, OrderedConsumer
+    from jetstream import Client, OrderedConsumer
+    from jetstream.protocol.ops import Msg as MsgOp
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -86,6 +89,8 @@ _HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
 # range answers quickly), later ones grow to this
 _FIRST_CHUNK = 1000
 _MAX_CHUNK = 16384
+# messages asked for per pull (at most the range's length)
+_PULL_BATCH = 16384
 # a reader's consumer is deleted when it finishes; this is for a task that dies first
 _INACTIVE = 30.0
 
@@ -203,12 +208,10 @@ def _header_items(raw: bytes | None) -> list[tuple[str, str]] | None:
     return [(k, ", ".join(h.get_all(k))) for k in h]
 
 
-def _keep(keep: tuple[Any, Any, Any, Any], msg: JsMsg) -> None:
-    """Append the subject, payload, ack subject and header block of ``msg``."""
-    keep[0](msg.subject)
-    keep[1](msg.data)
-    keep[2](msg.reply or "")
-    keep[3](msg.raw_headers)
+_subject_of = attrgetter("subject")
+_payload_of = attrgetter("payload")
+_reply_of = attrgetter("reply")
+_hdr_of = attrgetter("hdr")
 
 
 class _RangeReader:
@@ -222,7 +225,7 @@ class _RangeReader:
         self.next_seq = first
         self.nc: Client | None = None
         self.oc: OrderedConsumer | None = None
-        self.it: Any = None
+        self.it: RawOrderedStream | None = None
         self.done = False
         self.chunk_size = _FIRST_CHUNK
         # positions of the stream sequence, timestamp and pending count among the tokens
@@ -247,8 +250,9 @@ class _RangeReader:
         if not (await oc.info()).num_pending:
             self.done = True
             return
-        self.it = oc.messages(max_messages=min(_MAX_CHUNK, self.end - self.first), expires=5.0)
-        await self.it.__aenter__()
+        batch = min(_PULL_BATCH, self.end - self.first)
+        self.it = it = RawOrderedStream(oc, batch=batch, expires=5.0)
+        await it.__aenter__()
 
     def _learn(self, reply: str) -> tuple[int, int, int]:
         """Where the stream sequence, the timestamp and the pending count are among the
@@ -271,7 +275,10 @@ class _RangeReader:
             return False
 
     async def chunk(self) -> pa.RecordBatch | None:
-        """The next messages of the range as one Arrow batch; None when there are none."""
+        """The next messages of the range as one Arrow batch; None when there are none.
+
+        The messages are taken a run at a time (what one read of the socket brought),
+        as the parser's ops: their fields go into Arrow columns a run at a time."""
         it = self.it
         if self.done or it is None:
             return None
@@ -279,51 +286,27 @@ class _RangeReader:
         # distinct and ascending), so nothing past it is waited for
         want = min(self.chunk_size, self.end - self.next_seq)
         self.chunk_size = min(self.chunk_size * 2, _MAX_CHUNK)
-        # the fields of each message, kept apart: the message itself is dropped at once
-        # (a chunk of live messages would make every garbage collection walk them)
-        subjects: list[str] = []
-        datas: list[bytes] = []
-        replies: list[str] = []
-        raws: list[bytes | None] = []
-        keep = (subjects.append, datas.append, replies.append, raws.append)
-        take = it.next
+        ops: list[MsgOp] = []
         wait = self.opts.conn.timeout
         try:
-            if self._tokens is None and want > 0:
-                msg = await take(timeout=wait)
-                _keep(keep, msg)
-                self._learn(msg.reply or "")
-                if self._last_one(msg.reply or ""):
-                    want = 0
-            if self._pending_last:
-                # an ack subject ending in ".0" is the last message of the stream (the
-                # cheap test, per message)
-                if replies and replies[-1].endswith(".0"):
-                    want = 0
-                keep_subject, keep_data, keep_reply, keep_raw = keep
-                for _ in range(want - len(replies)):
-                    msg = await take(timeout=wait)
-                    reply = msg.reply
-                    keep_subject(msg.subject)
-                    keep_data(msg.data)
-                    keep_reply(reply)
-                    keep_raw(msg.raw_headers)
-                    if reply.endswith(".0"):
-                        break
-            else:
-                for _ in range(want - len(replies)):
-                    # about to wait for the network: if the last message ends the range
-                    # (or the stream), nothing more is coming for it
-                    if replies and not it.pending and self._last_one(replies[-1]):
-                        break
-                    _keep(keep, await take(timeout=wait))
-        except NatsError:
+            while len(ops) < want:
+                # about to wait for the network: if the last message ends the range
+                # (or the stream), nothing more is coming for it
+                if ops and not it.pending and self._last_one(ops[-1].reply or ""):
+                    break
+                ops += await it.take_many(wait)
+        except (NatsError, StopAsyncIteration):
             # nothing more arrives: the rest of the range was deleted or expired
             self.done = True
-        if not replies:
+        if not ops:
             self.done = True
             return None
-        return self._batch(subjects, datas, replies, raws)
+        return self._batch(
+            list(map(_subject_of, ops)),
+            list(map(_payload_of, ops)),
+            list(map(_reply_of, ops)),
+            list(map(_hdr_of, ops)),
+        )
 
     def _batch(
         self,
@@ -342,6 +325,12 @@ class _RangeReader:
             tokens = pc.split_pattern(reply_array, ".")
         seqs = pc.cast(pc.list_element(tokens, seq_at), pa.int64())
         n = len(replies)
+        if n > 1 and not pc.all(pc.greater(seqs[1:], seqs[: n - 1])).as_py():
+            # the ordered consumer hands over ascending stream sequences, always
+            raise JetStreamError(
+                f"stream {self.opts.stream!r}: the ordered read of [{self.first}, "
+                f"{self.end}) went back in sequence"
+            )
         last = seqs[n - 1].as_py()
         if last >= self.end:
             # the tail of the batch lies past the range: cut it off
