@@ -106,3 +106,54 @@ def test_a_batch_from_ack_subjects_of_each_layout(layout: str) -> None:
     micros = [t.timestamp() for t in batch.column("timestamp").to_pylist()]
     assert micros == [(base + s) // 1000 / 1e6 for s in (10, 12, 15)]
     assert reader.done and reader.next_seq == 16
+
+
+def _by_split(reader: _RangeReader, replies: list[str]) -> tuple[list[int], list[object]]:
+    """A batch's sequences and times with the fast path off (every subject split)."""
+    import jetstream.spark._source as source
+
+    fast, source._run_numbers = source._run_numbers, lambda replies: None  # type: ignore[assignment]
+    try:
+        batch = reader._batch(
+            ["s"] * len(replies), [b""] * len(replies), replies, [None] * len(replies)
+        )
+    finally:
+        source._run_numbers = fast  # type: ignore[assignment]
+    return batch.column("sequence").to_pylist(), batch.column("timestamp").to_pylist()
+
+
+@pytest.mark.parametrize(
+    ("name", "seqs", "stamps"),
+    [
+        ("one by one", list(range(100, 140)), None),
+        ("a gap", [*range(100, 120), *range(121, 141)], None),
+        ("a stream name not in ASCII", list(range(5, 45)), None),
+        ("short times", list(range(100, 140)), [10**12 + i for i in range(40)]),
+        ("pending of many digits", list(range(999_990, 1_000_030)), None),
+    ],
+)
+def test_the_sequences_and_times_of_a_run_agree_with_splitting_each_subject(
+    name: str, seqs: list[int], stamps: list[int] | None
+) -> None:
+    from jetstream.spark._source import _run_numbers
+
+    stream = "Sé" if "ASCII" in name else "S"
+    base = 1_700_000_000_123_456_789
+    stamps = stamps or [base + 7919 * i for i in range(len(seqs))]
+    pending = [10**12 - s if "many" in name else 2000 - s for s in seqs]
+    replies = [
+        f"$JS.ACK.{stream}.C.1.{s}.{i + 1}.{t}.{p}"
+        for i, (s, t, p) in enumerate(zip(seqs, stamps, pending, strict=True))
+    ]
+    opts = _Options.parse({"servers": "nats://127.0.0.1:1", "stream": stream})
+    fast = _RangeReader(opts, seqs[0], 10**9)
+    fast._learn(replies[0])
+    batch = fast._batch(["s"] * 40, [b""] * 40, list(replies), [None] * 40)
+    got = batch.column("sequence").to_pylist(), batch.column("timestamp").to_pylist()
+    slow = _RangeReader(opts, seqs[0], 10**9)
+    slow._learn(replies[0])
+    assert got == _by_split(slow, replies)
+    assert got[0] == seqs
+    # the fast path takes the runs without a gap and with 19-digit times, in ASCII
+    taken = _run_numbers(replies) is not None
+    assert taken == (name in ("one by one", "pending of many digits"))
