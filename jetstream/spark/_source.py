@@ -268,6 +268,20 @@ def _token_from_end(reply: str, back: int) -> int:
         return -1
 
 
+def _strings(values: list[str]) -> pa.Array:
+    """``values`` as an Arrow string array; one subject repeated (a stream of one subject,
+    the common case) is laid out at once rather than copied value by value."""
+    n = len(values)
+    one = values[0] if n else ""
+    if n < 2 or values.count(one) != n or len(one) * n > 1 << 28:
+        return pa.array(values, pa.string())
+    raw = one.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)]
+    )
+
+
 def _header_items(raw: bytes | None) -> list[tuple[str, str]] | None:
     """A message's headers as map entries; a header given several times keeps its values
     joined by ", "."""
@@ -375,11 +389,13 @@ class _RangeReader:
         if not ops:
             self.done = True
             return None
+        # the header blocks are looked at only when some message has one
+        raws = list(map(_hdr_of, ops)) if any(map(_hdr_of, ops)) else [None] * len(ops)
         return self._batch(
             list(map(_subject_of, ops)),
             list(map(_payload_of, ops)),
             list(map(_reply_of, ops)),
-            list(map(_hdr_of, ops)),
+            raws,
         )
 
     def _batch(
@@ -428,7 +444,7 @@ class _RangeReader:
         else:
             headers = pa.nulls(n, _HEADERS_TYPE)
         return pa.RecordBatch.from_arrays(
-            [pa.array(subjects, pa.string()), pa.array(datas, pa.binary()), headers, seqs, stamps],
+            [_strings(subjects), pa.array(datas, pa.binary()), headers, seqs, stamps],
             schema=ARROW_SCHEMA,
         )
 

@@ -157,3 +157,17 @@ def test_the_sequences_and_times_of_a_run_agree_with_splitting_each_subject(
     # the fast path takes the runs without a gap and with 19-digit times, in ASCII
     taken = _run_numbers(replies) is not None
     assert taken == (name in ("one by one", "pending of many digits"))
+
+
+@pytest.mark.parametrize(
+    "subjects",
+    [["s.a"] * 5, ["s.a", "s.b", "s.a"], ["s.é"] * 3, ["s.é", "s.a"], ["x"], [], ["", ""]],
+)
+def test_a_subject_column_is_the_subjects(subjects: list[str]) -> None:
+    """One subject repeated is laid out at once; any other mix goes value by value."""
+    from jetstream.spark._source import _strings
+
+    column = _strings(subjects)
+    column.validate(full=True)
+    assert column.type == pa.string()
+    assert column.to_pylist() == subjects
