@@ -6,8 +6,10 @@ micro-batch covers the sequences ``[start, end)`` and is split into contiguous r
 one per Spark partition; a partition reads its range inside its task with an ordered
 consumer (filtered on the server) and stops at the range's end, so every message of the
 stream is read once per query, across restarts from the checkpoint too. A range is
-handed to Spark as Arrow record batches, built a column at a time: no Python object per
-row beyond the message itself.
+handed to Spark as Arrow record batches, built a column at a time from the runs of MSG
+ops the ordered consumer takes in bulk (``_bulk.py``): no Python object per row beyond
+the parser's op, and the stream sequences and times cut from the ack subjects of a whole
+batch at once.
 
 Options (Spark lowercases option names, so they are written in snake_case):
 
