@@ -23,10 +23,11 @@ the rows per second each got through, so whether the sink keeps up with Spark al
 at that rate.
 
 Run: ``.venv/bin/python -m benchmarks.bench_spark [--only source,writer,sink]
-[--messages N] [--rows N] [--repeat R]`` (default one million rows, 2 rounds). The three
+[--messages N] [--rows N] [--repeat R] [--cpu]`` (default one million rows, 2 rounds). The three
 take turns, round after round, and the best run of each counts; the first round also
 starts Spark's Python workers, which later rounds reuse. Every run checks that the stream
-holds exactly N messages.
+holds exactly N messages. ``--cpu`` prints, for each source run, the CPU per message of
+the nats-server, this process, Spark's JVM and its Python workers (they share the cores).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import jetstream
-from benchmarks._report import Measurement, arg_parser, report
+from benchmarks._report import Measurement, arg_parser, proc_cpu, report
 from jetstream import StreamConfig
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
@@ -156,7 +157,46 @@ def spark_read(spark: Any, url: str) -> float:
     return time.perf_counter() - t0
 
 
-def bench_source(spark: Any, url: str, n: int, repeat: int) -> list[Measurement]:
+def _descendants(pid: int) -> list[int]:
+    """The processes under ``pid`` (Linux ``/proc``): Spark's JVM and its Python workers."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _cpu_by_part(server_pid: int) -> dict[str, float]:
+    """CPU seconds so far of the server, this process, Spark's JVM and its Python workers
+    (workers that ended meanwhile are not counted: Spark keeps its workers for reuse)."""
+    parts = {"server": proc_cpu(server_pid), "this process": sum(os.times()[:2])}
+    for pid in _descendants(os.getpid()):
+        if pid == server_pid:
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        kind = "jvm" if b"java" in cmd else "python workers" if b"python" in cmd else None
+        if kind is not None:
+            parts[kind] = parts.get(kind, 0.0) + proc_cpu(pid)
+    return parts
+
+
+def bench_source(
+    spark: Any, url: str, n: int, repeat: int, server_pid: int = 0
+) -> list[Measurement]:
     fill_read_stream(url, n)
     count = (
         spark.read.format("jetstream")
@@ -174,8 +214,15 @@ def bench_source(spark: Any, url: str, n: int, repeat: int) -> list[Measurement]
     for _ in range(max(1, repeat)):
         for impl, run in runs.items():
             gc.collect()
+            cpu0 = _cpu_by_part(server_pid) if server_pid else {}
             seconds = run()
             print(f"read {n:,} x {ROW_BYTES} B, {impl}: {n / seconds:,.0f} rows/s", flush=True)
+            if server_pid:
+                cpu1 = _cpu_by_part(server_pid)
+                used = ", ".join(
+                    f"{k} {(v - cpu0.get(k, 0.0)) / n * 1e6:.2f}" for k, v in cpu1.items()
+                )
+                print(f"  CPU us a message: {used}", file=sys.stderr, flush=True)
             best[impl] = min(best[impl], seconds)
     return [
         Measurement(f"read {n // 1000}k x 100 B", impl, sec, n, n * ROW_BYTES)
@@ -398,6 +445,12 @@ def main() -> None:
         "--rate", type=int, default=100_000, help="rows/s of the rate-source run (0: none)"
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="length of that run")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="source: print the CPU of each read per message (server, this process, JVM, "
+        "Python workers)",
+    )
     parser.set_defaults(repeat=2)  # a sink round takes a minute and a half
     args = parser.parse_args()
     only = {w.strip() for w in args.only.split(",")}
@@ -413,7 +466,8 @@ def main() -> None:
         with NatsServer() as server:
             url = server.url
             if "source" in only:
-                source = bench_source(spark, url, args.messages, max(args.repeat, 3))
+                pid = (server.pid or 0) if args.cpu else 0
+                source = bench_source(spark, url, args.messages, max(args.repeat, 3), pid)
             if "writer" in only:
                 writer = bench_writer(spark, url, args.messages, max(args.repeat, 3))
             if "sink" in only:

@@ -6,8 +6,10 @@ micro-batch covers the sequences ``[start, end)`` and is split into contiguous r
 one per Spark partition; a partition reads its range inside its task with an ordered
 consumer (filtered on the server) and stops at the range's end, so every message of the
 stream is read once per query, across restarts from the checkpoint too. A range is
-handed to Spark as Arrow record batches, built a column at a time: no Python object per
-row beyond the message itself.
+handed to Spark as Arrow record batches, built a column at a time from the runs of MSG
+ops the ordered consumer takes in bulk (``_bulk.py``): no Python object per row beyond
+the parser's op, and the stream sequences and times cut from the ack subjects of a whole
+batch at once.
 
 Options (Spark lowercases option names, so they are written in snake_case):
 
@@ -33,8 +35,10 @@ import asyncio
 import datetime as _dt
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (
@@ -45,8 +49,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from ..api import DeliverPolicy
-from ..errors import NatsError, StreamNotFoundError
+from ..errors import JetStreamError, NatsError, StreamNotFoundError
 from ..protocol.headers import parse_headers
+from ._bulk import RawOrderedStream
 from ._common import (
     ConnectSpec,
     SparkConfigError,
@@ -57,7 +62,8 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
-    from jetstream import Client, JsMsg, OrderedConsumer
+    from jetstream import Client, OrderedConsumer
+    from jetstream.protocol.ops import Msg as MsgOp
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -86,6 +92,8 @@ _HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
 # range answers quickly), later ones grow to this
 _FIRST_CHUNK = 1000
 _MAX_CHUNK = 16384
+# messages asked for per pull (at most the range's length)
+_PULL_BATCH = 16384
 # a reader's consumer is deleted when it finishes; this is for a task that dies first
 _INACTIVE = 30.0
 
@@ -194,6 +202,88 @@ async def _bounds(opts: _Options) -> tuple[int, int]:
         await nc.close()
 
 
+def _token(reply: str, at: int) -> int:
+    """The number at token ``at`` of an ack subject (-1: none there)."""
+    try:
+        return int(reply.split(".")[at])
+    except (IndexError, ValueError):
+        return -1
+
+
+# digits of a timestamp in nanoseconds (from 2001-09-09 to 2286-11-20)
+_TS_DIGITS = 19
+_TS_WINDOW = np.arange(_TS_DIGITS)
+_DOT = ord(".")
+
+
+def _run_numbers(replies: list[str]) -> tuple[pa.Array, pa.Array] | None:
+    """The stream sequences and timestamps (ns) of ack subjects ending in ``.<stream seq>.
+    <consumer seq>.<time>.<pending>``, when the stream sequences are those from the
+    first's to the last's one by one (no gap: the common case, read from two subjects)
+    and every time has 19 digits; else None.
+
+    The times are cut from the subjects joined in one buffer, found by the dot before
+    each pending count (a few vectorised steps back from each subject's end), and
+    converted by Arrow: nothing per message in Python. Ordered-consumer stream
+    sequences ascend, so n of them from ``first`` to ``first + n - 1`` are all of those.
+    """
+    n = len(replies)
+    first = _token_from_end(replies[0], 4)
+    last = _token_from_end(replies[-1], 4)
+    if first < 0 or last - first != n - 1:
+        return None
+    joined = "".join(replies).encode()
+    ends = np.cumsum(np.fromiter(map(len, replies), np.int64, n))
+    if int(ends[-1]) != len(joined):  # not ASCII: lengths in characters are not bytes
+        return None
+    buf = np.frombuffer(joined, np.uint8)
+    # the dot before each pending count (of at least one digit)
+    dot = ends - 2
+    todo = np.flatnonzero(buf[dot] != _DOT)
+    for _ in range(21):
+        if not todo.size:
+            break
+        dot[todo] -= 1
+        todo = todo[buf[dot[todo]] != _DOT]
+    else:
+        return None
+    start = dot - _TS_DIGITS
+    if start.min() < 1 or (buf[start - 1] != _DOT).any():
+        return None
+    digits = np.ascontiguousarray(buf[start[:, None] + _TS_WINDOW])
+    offsets = np.arange(0, _TS_DIGITS * n + 1, _TS_DIGITS, dtype=np.int32)
+    text = pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(digits)]
+    )
+    try:
+        nanos = pc.cast(text, pa.int64())
+    except pa.ArrowInvalid:
+        return None
+    return pa.array(np.arange(first, last + 1, dtype=np.int64)), nanos
+
+
+def _token_from_end(reply: str, back: int) -> int:
+    """The number ``back`` tokens before the last of an ack subject (-1: none)."""
+    try:
+        return int(reply.rsplit(".", back)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def _strings(values: list[str]) -> pa.Array:
+    """``values`` as an Arrow string array; one subject repeated (a stream of one subject,
+    the common case) is laid out at once rather than copied value by value."""
+    n = len(values)
+    one = values[0] if n else ""
+    if n < 2 or values.count(one) != n or len(one) * n > 1 << 28:
+        return pa.array(values, pa.string())
+    raw = one.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)]
+    )
+
+
 def _header_items(raw: bytes | None) -> list[tuple[str, str]] | None:
     """A message's headers as map entries; a header given several times keeps its values
     joined by ", "."""
@@ -203,12 +293,10 @@ def _header_items(raw: bytes | None) -> list[tuple[str, str]] | None:
     return [(k, ", ".join(h.get_all(k))) for k in h]
 
 
-def _keep(keep: tuple[Any, Any, Any, Any], msg: JsMsg) -> None:
-    """Append the subject, payload, ack subject and header block of ``msg``."""
-    keep[0](msg.subject)
-    keep[1](msg.data)
-    keep[2](msg.reply or "")
-    keep[3](msg.raw_headers)
+_subject_of = attrgetter("subject")
+_payload_of = attrgetter("payload")
+_reply_of = attrgetter("reply")
+_hdr_of = attrgetter("hdr")
 
 
 class _RangeReader:
@@ -222,7 +310,7 @@ class _RangeReader:
         self.next_seq = first
         self.nc: Client | None = None
         self.oc: OrderedConsumer | None = None
-        self.it: Any = None
+        self.it: RawOrderedStream | None = None
         self.done = False
         self.chunk_size = _FIRST_CHUNK
         # positions of the stream sequence, timestamp and pending count among the tokens
@@ -244,11 +332,17 @@ class _RangeReader:
             opt_start_seq=self.first,
             inactive_threshold=_INACTIVE,
         )
-        if not (await oc.info()).num_pending:
+        # the answer that made the consumer says how many messages it has to deliver
+        consumer = oc.consumer
+        pending = consumer.cached_info.num_pending if consumer is not None else None
+        if pending is None:
+            pending = (await oc.info()).num_pending
+        if not pending:
             self.done = True
             return
-        self.it = oc.messages(max_messages=min(_MAX_CHUNK, self.end - self.first), expires=5.0)
-        await self.it.__aenter__()
+        batch = min(_PULL_BATCH, self.end - self.first)
+        self.it = it = RawOrderedStream(oc, batch=batch, expires=5.0)
+        await it.__aenter__()
 
     def _learn(self, reply: str) -> tuple[int, int, int]:
         """Where the stream sequence, the timestamp and the pending count are among the
@@ -271,7 +365,10 @@ class _RangeReader:
             return False
 
     async def chunk(self) -> pa.RecordBatch | None:
-        """The next messages of the range as one Arrow batch; None when there are none."""
+        """The next messages of the range as one Arrow batch; None when there are none.
+
+        The messages are taken a run at a time (what one read of the socket brought),
+        as the parser's ops: their fields go into Arrow columns a run at a time."""
         it = self.it
         if self.done or it is None:
             return None
@@ -279,51 +376,29 @@ class _RangeReader:
         # distinct and ascending), so nothing past it is waited for
         want = min(self.chunk_size, self.end - self.next_seq)
         self.chunk_size = min(self.chunk_size * 2, _MAX_CHUNK)
-        # the fields of each message, kept apart: the message itself is dropped at once
-        # (a chunk of live messages would make every garbage collection walk them)
-        subjects: list[str] = []
-        datas: list[bytes] = []
-        replies: list[str] = []
-        raws: list[bytes | None] = []
-        keep = (subjects.append, datas.append, replies.append, raws.append)
-        take = it.next
+        ops: list[MsgOp] = []
         wait = self.opts.conn.timeout
         try:
-            if self._tokens is None and want > 0:
-                msg = await take(timeout=wait)
-                _keep(keep, msg)
-                self._learn(msg.reply or "")
-                if self._last_one(msg.reply or ""):
-                    want = 0
-            if self._pending_last:
-                # an ack subject ending in ".0" is the last message of the stream (the
-                # cheap test, per message)
-                if replies and replies[-1].endswith(".0"):
-                    want = 0
-                keep_subject, keep_data, keep_reply, keep_raw = keep
-                for _ in range(want - len(replies)):
-                    msg = await take(timeout=wait)
-                    reply = msg.reply
-                    keep_subject(msg.subject)
-                    keep_data(msg.data)
-                    keep_reply(reply)
-                    keep_raw(msg.raw_headers)
-                    if reply.endswith(".0"):
-                        break
-            else:
-                for _ in range(want - len(replies)):
-                    # about to wait for the network: if the last message ends the range
-                    # (or the stream), nothing more is coming for it
-                    if replies and not it.pending and self._last_one(replies[-1]):
-                        break
-                    _keep(keep, await take(timeout=wait))
-        except NatsError:
+            while len(ops) < want:
+                # about to wait for the network: if the last message ends the range
+                # (or the stream), nothing more is coming for it
+                if ops and not it.pending and self._last_one(ops[-1].reply or ""):
+                    break
+                ops += await it.take_many(wait)
+        except (NatsError, StopAsyncIteration):
             # nothing more arrives: the rest of the range was deleted or expired
             self.done = True
-        if not replies:
+        if not ops:
             self.done = True
             return None
-        return self._batch(subjects, datas, replies, raws)
+        # the header blocks are looked at only when some message has one
+        raws = list(map(_hdr_of, ops)) if any(map(_hdr_of, ops)) else [None] * len(ops)
+        return self._batch(
+            list(map(_subject_of, ops)),
+            list(map(_payload_of, ops)),
+            list(map(_reply_of, ops)),
+            raws,
+        )
 
     def _batch(
         self,
@@ -333,15 +408,26 @@ class _RangeReader:
         raws: list[bytes | None],
     ) -> pa.RecordBatch:
         seq_at, ts_at, pending_at = self._learn(replies[0])
-        reply_array = pa.array(replies, pa.string())
-        if self._pending_last:
-            # the last four tokens: stream sequence, consumer sequence, time, pending
-            tokens = pc.split_pattern(reply_array, ".", max_splits=4, reverse=True)
-            seq_at, ts_at, pending_at = 1, 3, 4
-        else:
-            tokens = pc.split_pattern(reply_array, ".")
-        seqs = pc.cast(pc.list_element(tokens, seq_at), pa.int64())
         n = len(replies)
+        numbers = _run_numbers(replies) if self._pending_last else None
+        if numbers is None:
+            reply_array = pa.array(replies, pa.string())
+            if self._pending_last:
+                # the last four tokens: stream sequence, consumer sequence, time, pending
+                tokens = pc.split_pattern(reply_array, ".", max_splits=4, reverse=True)
+                seq_at, ts_at = 1, 3
+            else:
+                tokens = pc.split_pattern(reply_array, ".")
+            seqs = pc.cast(pc.list_element(tokens, seq_at), pa.int64())
+            nanos = pc.cast(pc.list_element(tokens, ts_at), pa.int64())
+            if n > 1 and not pc.all(pc.greater(seqs[1:], seqs[: n - 1])).as_py():
+                # the ordered consumer hands over ascending stream sequences, always
+                raise JetStreamError(
+                    f"stream {self.opts.stream!r}: the ordered read of [{self.first}, "
+                    f"{self.end}) went back in sequence"
+                )
+        else:
+            seqs, nanos = numbers
         last = seqs[n - 1].as_py()
         if last >= self.end:
             # the tail of the batch lies past the range: cut it off
@@ -349,19 +435,18 @@ class _RangeReader:
             self.done = True
             del subjects[n:], datas[n:], raws[n:]
             seqs = seqs[:n]
-            tokens = tokens[:n]
+            nanos = nanos[:n]
             last = seqs[n - 1].as_py() if n else self.end
-        elif last >= self.end - 1 or int(tokens[n - 1][pending_at].as_py()) == 0:
+        elif last >= self.end - 1 or _token(replies[n - 1], pending_at) == 0:
             self.done = True
         self.next_seq = last + 1
-        nanos = pc.cast(pc.list_element(tokens, ts_at), pa.int64())
         stamps = pc.divide(nanos, 1000).cast(pa.timestamp("us", tz="UTC"))
         if any(raws):
             headers = pa.array(list(map(_header_items, raws)), _HEADERS_TYPE)
         else:
             headers = pa.nulls(n, _HEADERS_TYPE)
         return pa.RecordBatch.from_arrays(
-            [pa.array(subjects, pa.string()), pa.array(datas, pa.binary()), headers, seqs, stamps],
+            [_strings(subjects), pa.array(datas, pa.binary()), headers, seqs, stamps],
             schema=ARROW_SCHEMA,
         )
 

@@ -106,3 +106,120 @@ def test_a_batch_from_ack_subjects_of_each_layout(layout: str) -> None:
     micros = [t.timestamp() for t in batch.column("timestamp").to_pylist()]
     assert micros == [(base + s) // 1000 / 1e6 for s in (10, 12, 15)]
     assert reader.done and reader.next_seq == 16
+
+
+def _by_split(reader: _RangeReader, replies: list[str]) -> tuple[list[int], list[object]]:
+    """A batch's sequences and times with the fast path off (every subject split)."""
+    import jetstream.spark._source as source
+
+    fast, source._run_numbers = source._run_numbers, lambda replies: None  # type: ignore[assignment]
+    try:
+        batch = reader._batch(
+            ["s"] * len(replies), [b""] * len(replies), replies, [None] * len(replies)
+        )
+    finally:
+        source._run_numbers = fast  # type: ignore[assignment]
+    return batch.column("sequence").to_pylist(), batch.column("timestamp").to_pylist()
+
+
+@pytest.mark.parametrize(
+    ("name", "seqs", "stamps"),
+    [
+        ("one by one", list(range(100, 140)), None),
+        ("a gap", [*range(100, 120), *range(121, 141)], None),
+        ("a stream name not in ASCII", list(range(5, 45)), None),
+        ("short times", list(range(100, 140)), [10**12 + i for i in range(40)]),
+        ("pending of many digits", list(range(999_990, 1_000_030)), None),
+    ],
+)
+def test_the_sequences_and_times_of_a_run_agree_with_splitting_each_subject(
+    name: str, seqs: list[int], stamps: list[int] | None
+) -> None:
+    from jetstream.spark._source import _run_numbers
+
+    stream = "Sé" if "ASCII" in name else "S"
+    base = 1_700_000_000_123_456_789
+    stamps = stamps or [base + 7919 * i for i in range(len(seqs))]
+    pending = [10**12 - s if "many" in name else 2000 - s for s in seqs]
+    replies = [
+        f"$JS.ACK.{stream}.C.1.{s}.{i + 1}.{t}.{p}"
+        for i, (s, t, p) in enumerate(zip(seqs, stamps, pending, strict=True))
+    ]
+    opts = _Options.parse({"servers": "nats://127.0.0.1:1", "stream": stream})
+    fast = _RangeReader(opts, seqs[0], 10**9)
+    fast._learn(replies[0])
+    batch = fast._batch(["s"] * 40, [b""] * 40, list(replies), [None] * 40)
+    got = batch.column("sequence").to_pylist(), batch.column("timestamp").to_pylist()
+    slow = _RangeReader(opts, seqs[0], 10**9)
+    slow._learn(replies[0])
+    assert got == _by_split(slow, replies)
+    assert got[0] == seqs
+    # the fast path takes the runs without a gap and with 19-digit times, in ASCII
+    taken = _run_numbers(replies) is not None
+    assert taken == (name in ("one by one", "pending of many digits"))
+
+
+@pytest.mark.parametrize(
+    "subjects",
+    [["s.a"] * 5, ["s.a", "s.b", "s.a"], ["s.é"] * 3, ["s.é", "s.a"], ["x"], [], ["", ""]],
+)
+def test_a_subject_column_is_the_subjects(subjects: list[str]) -> None:
+    """One subject repeated is laid out at once; any other mix goes value by value."""
+    from jetstream.spark._source import _strings
+
+    column = _strings(subjects)
+    column.validate(full=True)
+    assert column.type == pa.string()
+    assert column.to_pylist() == subjects
+
+
+def test_a_gap_inside_a_run_cuts_it_there_and_the_read_goes_on_after_it(
+    nats_server: NatsServer,
+) -> None:
+    """A run whose consumer sequences skip one is handed over up to the gap; the consumer
+    is made again from the stream sequence after the last message handed over, so every
+    message still comes once, in order."""
+    from jetstream.message import parse_ack_subject
+    from jetstream.protocol.ops import Msg as MsgOp
+    from jetstream.spark._bulk import RawOrderedStream, RawPullStream
+
+    def parse_seq(reply: str | None) -> int:
+        return parse_ack_subject(reply or "").sequence.stream
+
+    url = nats_server.url
+    make_stream(url, "GAP", ["gap.*"])
+    publish(url, "gap.a", [b"%d" % i for i in range(60)])
+
+    def renumber(reply: str, tail_dots: int, sseq: int, cseq: int) -> str:
+        tokens = reply.split(".")
+        at = len(tokens) - tail_dots  # the consumer sequence; the stream's is before it
+        tokens[at - 1], tokens[at] = str(sseq), str(cseq)
+        return ".".join(tokens)
+
+    async def read() -> tuple[list[int], int]:
+        async with jetstream.connect(url) as nc:
+            oc = await (await nc.jetstream().stream("GAP")).ordered_consumer()
+            seqs: list[int] = []
+            async with RawOrderedStream(oc, batch=10, expires=5.0) as it:
+                run = await it.take_many(5.0)
+                seqs += [parse_seq(op.reply) for op in run]
+                # the connection hands over a run with consumer sequence c + 2 missing
+                k, c, s = oc._tail_dots, oc._consumer_seq, seqs[-1]
+                inner = it._inner
+                assert isinstance(inner, RawPullStream)
+                fake = [
+                    MsgOp("gap.a", inner._sid, renumber(run[-1].reply or "", k, s + d, c + d), b"")
+                    for d in (1, 3, 4)
+                ]
+                assert inner._deliver_many(fake, 0)
+                cut = await it.take_many(5.0)
+                assert [parse_seq(op.reply) for op in cut] == [s + 1]
+                seqs.append(s + 1)
+                while seqs[-1] < 60:
+                    seqs += [parse_seq(op.reply) for op in await it.take_many(5.0)]
+            await oc.delete()
+            return seqs, oc.resets
+
+    seqs, resets = asyncio.run(read())
+    assert seqs == list(range(1, 61))
+    assert resets == 1
