@@ -248,6 +248,21 @@ class Client(_ClientBase):
         ):
             self._refuse(subject, size)
 
+    def _publish_formatted(self, reply: str, message: bytes, size: int) -> None:
+        """``_publish_reply`` of a message the caller formatted whole (``PUB <reply>
+        <size>\\r\\n<body>\\r\\n``: an ack, formatted with one ``%``)."""
+        if self._closed:
+            raise ConnectionClosedError(f"cannot publish to {reply!r}: the connection is closed")
+        wbuf = self._wbuf
+        wbuf += message
+        self._out_msgs += 1
+        self._out_bytes += size
+        if len(wbuf) >= FLUSH_THRESHOLD:
+            self._flush_now()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_cb)
+
     def _publish_reply(self, reply: str, body: bytes) -> None:
         """Buffer a small message to a subject the server gave us (an ack subject).
 
