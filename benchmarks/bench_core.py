@@ -11,7 +11,9 @@ Workloads (against one embedded nats-server):
   then the socket floor (``benchmarks/_floor.py``): the same request/reply relayed by
   the server between two bare blocking sockets, with no client library at all.
 
-Run: ``.venv/bin/python -m benchmarks.bench_core [--count N] [--loop uvloop]``.
+Run: ``.venv/bin/python -m benchmarks.bench_core [--count N] [--loop uvloop]``; ``--cpu``
+prints where the CPU of each publish and pub->sub run went per message (this process's
+user and system time, the server's), for ours and nats-py.
 """
 
 from __future__ import annotations
@@ -30,7 +32,15 @@ import nats.errors
 import jetstream
 from benchmarks import _peers
 from benchmarks._floor import socket_floor
-from benchmarks._report import Measurement, arg_parser, race_async, report, run_on_loop
+from benchmarks._report import (
+    Measurement,
+    arg_parser,
+    race_async,
+    report,
+    run_on_loop,
+    start,
+    with_cpu,
+)
 from jetstream.embedded import NatsServer
 from jetstream.errors import NoRespondersError
 
@@ -43,7 +53,7 @@ BIG = 1 << 30
 async def pub_ours(url: str, n: int, payload: bytes) -> float:
     async with jetstream.connect(url) as nc:
         publish = nc.publish
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await publish("bench.pub", payload)
         await nc.flush(timeout=60)
@@ -54,7 +64,7 @@ async def pub_natspy(url: str, n: int, payload: bytes) -> float:
     nc = await nats.connect(url)
     try:
         publish = nc.publish
-        t0 = time.perf_counter()
+        t0 = start()
         for _ in range(n):
             await publish("bench.pub", payload)
         await nc.flush(timeout=60)
@@ -78,7 +88,7 @@ async def pubsub_ours(url: str, n: int, payload: bytes) -> float:
                 if count == n:
                     return
 
-        t0 = time.perf_counter()
+        t0 = start()
         task = asyncio.create_task(reader())
         publish = pc.publish
         for _ in range(n):
@@ -103,7 +113,7 @@ async def pubsub_natspy(url: str, n: int, payload: bytes) -> float:
 
         await sc.subscribe("bench.ps", cb=cb, pending_msgs_limit=BIG, pending_bytes_limit=BIG)
         await sc.flush()
-        t0 = time.perf_counter()
+        t0 = start()
         publish = pc.publish
         for _ in range(n):
             await publish("bench.ps", payload)
@@ -197,6 +207,12 @@ async def main_async(args: Any) -> list[Measurement]:
                     "jetstream": partial(ours, url, count, p),
                     "nats-py": partial(theirs, url, count, p),
                 }
+                if args.cpu:  # ours and nats-py note the CPU after their setup (start())
+                    pid = server.pid or 0
+                    runs = {
+                        impl: with_cpu(run, f"{kind} {label}", impl, count, pid)
+                        for impl, run in runs.items()
+                    }
                 for peer in peers:
                     runs[peer.NAME] = partial(getattr(peer, attr), url, count, p)
                 best = await race_async(runs, args.repeat)
@@ -237,6 +253,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=5000, help="requests for latency")
     parser.add_argument("--no-peers", action="store_true", help="only jetstream and nats-py")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    parser.add_argument("--cpu", action="store_true", help="client/server CPU per message")
     args = parser.parse_args()
     results = run_on_loop(main_async(args), args.loop)
     report(

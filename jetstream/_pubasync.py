@@ -26,6 +26,7 @@ import msgspec
 
 from ._retry import attempt_timeout, retry_delay
 from .api import PubAck, decode_response
+from .core._numbered import publish_numbered, publish_seq
 from .errors import (
     ConnectionClosedError,
     DuplicateMessageConflictError,
@@ -128,14 +129,27 @@ class AsyncPublisher:
         built and checked it itself. ``keyed``: the message has an id, so a lost or
         unanswered attempt may be sent again.
         """
-        if len(self._pending) >= self.max_pending:
+        pending = self._pending
+        if len(pending) >= self.max_pending:
             return None
-        if isinstance(headers, bytes):
-            hdr: bytes | None = headers  # already encoded (a trusted caller)
+        if headers is None:
+            hdr: bytes | None = None
+        elif isinstance(headers, bytes):
+            hdr = headers  # already encoded (a trusted caller)
         else:
             hdr = encode_headers(headers) if headers else None
-        fut: asyncio.Future[PubAck] = self._nc._loop.create_future()
-        self._send(subject, data, hdr, fut, self.timeout if timeout is None else timeout, keyed)
+        nc = self._nc
+        if keyed or not self._prefix or self._timer is None:
+            fut: asyncio.Future[PubAck] = nc._loop.create_future()
+            self._send(subject, data, hdr, fut, self.timeout if timeout is None else timeout, keyed)
+            return fut
+        # The common case inline (see _send): subscribed, the sweep armed, no id.
+        seq = self._seq + 1
+        publish_seq(nc, subject, data, self._reply_prefix, seq, hdr)
+        self._seq = seq
+        fut = nc._loop.create_future()
+        deadline = self._now + (self.timeout if timeout is None else timeout)
+        pending[str(seq)] = (fut, deadline, subject, None, data, hdr, deadline, False)
         return fut
 
     def try_publish_rows(
@@ -161,7 +175,7 @@ class AsyncPublisher:
             self._now = self._nc._loop.time()
             self._arm()
         seq = self._seq
-        sent, error = self._nc._publish_numbered(rows, start, stop, self._reply_prefix, seq)
+        sent, error = publish_numbered(self._nc, rows, start, stop, self._reply_prefix, seq)
         self._seq = seq + sent
         deadline = self._now + self.timeout
         pending = self._pending
@@ -184,9 +198,10 @@ class AsyncPublisher:
     ) -> None:
         if not self._prefix:
             self._ensure_sub()
-        seq = self._seq = self._seq + 1
+        seq = self._seq + 1
         # The reply subject is ours (an inbox and a number): no validation needed.
-        self._nc._publish_to_reply(subject, data, b"%b%d" % (self._reply_prefix, seq), hdr)
+        publish_seq(self._nc, subject, data, self._reply_prefix, seq, hdr)
+        self._seq = seq
         if self._timer is None:
             self._now = self._nc._loop.time()
             self._arm()
@@ -231,27 +246,34 @@ class AsyncPublisher:
             self._resolved()
 
     def _deliver_many(self, ops: list[MsgOp], size: int) -> bool:
-        """``_deliver`` of a whole feed of acks: a plain PubAck for a tracked row goes
-        straight to its tracker; anything else takes the general path."""
+        """``_deliver`` of a whole feed of acks: a plain PubAck resolves its future or
+        goes to its row's tracker inline; anything else takes the general path."""
         self.received += len(ops)
         pending = self._pending
         pop = pending.pop
         cut = self._cut
         decode = _PUBACK.decode
+        tries = self._tries
         for op in ops:
             token = op.subject[cut:]
             entry = pop(token, None)
             if entry is None:
                 continue
-            row = entry[3]
-            if row is not None and not op.status:
+            if not op.status:
                 try:
                     ack = decode(op.payload)
                 except msgspec.DecodeError:
                     pass
                 else:
-                    if ack.error is None:
-                        entry[0].acked(ack)
+                    if ack.error is None:  # as _settle, without the call
+                        target = entry[0]
+                        if entry[3] is not None:
+                            target.acked(ack)
+                            continue
+                        if not target.done():
+                            target.set_result(ack)
+                        if tries:
+                            tries.pop(token, None)
                         continue
             self._settle(token, entry, op)
         if self._room or not pending:

@@ -151,7 +151,14 @@ class JsMsg(msgspec.Struct):
 
     async def ack(self) -> None:
         """Acknowledge: the message is done. Buffered, not confirmed (see ``ack_sync``)."""
-        self._send(_ACK, True)
+        # _send inline (the hot path of fetch + ack); _send itself raises the errors
+        client = self._client
+        if self._acked or not self.reply or client is None:
+            self._send(_ACK, True)
+            return
+        reply = self.reply
+        client._publish_formatted(reply, b"PUB %b 4\r\n+ACK\r\n" % reply.encode(), 4)
+        self._acked = True
 
     async def nak(self, delay: float | None = None) -> None:
         """Negative ack: redeliver, after ``delay`` seconds when given."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, NoReturn, Self
+from typing import NoReturn, Self
 
 from ..errors import (
     ConnectionClosedError,
@@ -241,75 +241,27 @@ class Client(_ClientBase):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_cb)
 
-    def _publish_numbered(
-        self,
-        items: Sequence[tuple[str, bytes | bytearray | memoryview, bytes | None, Any]],
-        start: int,
-        stop: int,
-        reply_prefix: bytes,
-        seq: int,
-    ) -> tuple[int, NatsError | TypeError | None]:
-        """Buffer ``items[start:stop]`` (subject, data, encoded header block or None, any),
-        the k-th with the reply subject ``<reply_prefix><seq + k>`` (k from 1): the
-        numbered inbox replies of the async publisher, many at a time.
-
-        Checked as ``_publish_to_reply`` does. Returns how many were buffered and the
-        error that stopped the rest (an invalid subject, a payload too big, data that
-        is not bytes), if any.
-        """
-        if self._closed:
-            return 0, ConnectionClosedError("cannot publish: the connection is closed")
-        prefixes = self._pub_prefixes
-        limit = self._fast_limit
-        wbuf = self._wbuf
-        nbytes = 0
-        i = start
-        mark = len(wbuf)
-        try:
-            for i in range(start, stop):
-                mark = len(wbuf)
-                subject, data, hdr, _ = items[i]
-                seq += 1
-                pre = prefixes.get(subject)
-                if pre is None:
-                    pre = self._pub_prefix(subject)
-                if hdr is None:
-                    size = len(data)
-                    if size > limit:
-                        self._check_room(subject, size, wbuf)
-                    wbuf += b"%b%b%d %d\r\n" % (pre, reply_prefix, seq, size)
-                else:
-                    size = len(data) + len(hdr)
-                    if size > limit:
-                        self._check_room(subject, size, wbuf)
-                    wbuf += b"H%b%b%d %d %d\r\n%b" % (pre, reply_prefix, seq, len(hdr), size, hdr)
-                wbuf += data
-                wbuf += b"\r\n"
-                nbytes += size
-                if len(wbuf) >= FLUSH_THRESHOLD:
-                    self._flush_now()
-                    wbuf = self._wbuf
-            i = stop
-        except NatsError as exc:
-            return self._numbered_done(i - start, nbytes), exc
-        except TypeError:
-            return self._numbered_done(i - start, nbytes), _not_bytes(wbuf, mark, items[i][1])
-        return self._numbered_done(stop - start, nbytes), None
-
-    def _numbered_done(self, n: int, nbytes: int) -> int:
-        self._out_msgs += n
-        self._out_bytes += nbytes
-        if self._wbuf and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush_cb)
-        return n
-
     def _check_room(self, subject: str, size: int, wbuf: bytearray) -> None:
         """Refuse a message too big for the server or for the reconnect buffer."""
         if size > self._max_payload or (
             self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size
         ):
             self._refuse(subject, size)
+
+    def _publish_formatted(self, reply: str, message: bytes, size: int) -> None:
+        """``_publish_reply`` of a message the caller formatted whole (``PUB <reply>
+        <size>\\r\\n<body>\\r\\n``: an ack, formatted with one ``%``)."""
+        if self._closed:
+            raise ConnectionClosedError(f"cannot publish to {reply!r}: the connection is closed")
+        wbuf = self._wbuf
+        wbuf += message
+        self._out_msgs += 1
+        self._out_bytes += size
+        if len(wbuf) >= FLUSH_THRESHOLD:
+            self._flush_now()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_cb)
 
     def _publish_reply(self, reply: str, body: bytes) -> None:
         """Buffer a small message to a subject the server gave us (an ack subject).

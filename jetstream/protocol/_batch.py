@@ -123,6 +123,14 @@ class BatchParser:
                 size += len(lines[j]) + 2
             if size == hdr_len and j - first >= 2:
                 stride = j - first + 2
+        if stride == 2:
+            # A status (an HMSG heartbeat or flow-control request) amid a consumer's
+            # messages would break the run's shape: batch up to it (the loop takes the
+            # status, then batches the rest). A match inside a payload only ends the
+            # run early.
+            hm = data.find(b"\r\nHMSG ", pos)
+            if hm >= 0:
+                last = min(last, data.count(CRLF, 0, hm) + 1)
         count = (last - first) // stride if stride else 0
         if count < BATCH_MIN:
             return self._no_batch(pos)

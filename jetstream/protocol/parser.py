@@ -420,6 +420,22 @@ class Parser(BatchParser):
                 status = 0 if hdr.startswith(HDR_PLAIN) else status_of(hdr)
                 append(msg_type(args[1].decode(), sid, reply, data[mid:stop], hdr, status))
                 pos = stop + 2
+                if (
+                    status
+                    and not self._cooldown
+                    and data.startswith(b"MSG ", pos)
+                    and data.count(CRLF, pos, pos + PROBE) >= PROBE_LINES
+                ):
+                    # A status amid a consumer's deliveries: the run after it is batched
+                    # too (from a copy of the rest: a batch splits all it is given), not
+                    # parsed op by op. A try that fails here does not pause later ones.
+                    misses = self._misses
+                    done = self._batch(data[pos:], 0, ops)
+                    if done:
+                        pos += done
+                    else:
+                        self._misses = misses
+                        self._cooldown = 0
             else:
                 append(self._control(op, args, data[pos:end]))
                 pos = end + 2

@@ -233,6 +233,39 @@ async def test_double_ack_raises_and_sends_nothing(stream: Stream, nc: Client) -
     assert msg.acked
 
 
+async def test_acks_of_a_batch_land_and_refusals_send_nothing(
+    stream: Stream, nc: Client, nats_url: str
+) -> None:
+    """Plain acks go into the write buffer: a batch of them reaches the server (nothing
+    left pending); an ack that cannot be sent (no reply subject, a closed client)
+    raises and leaves the message unacknowledged."""
+    for i in range(20):
+        await stream.js.publish("s.batch", b"%d" % i)
+    c = await stream.create_consumer(ConsumerConfig(durable_name="ab", filter_subject="s.batch"))
+    msgs = await c.fetch(20, expires=5)
+    assert len(msgs) == 20
+    out = nc.stats.out_msgs
+    for m in msgs:
+        await m.ack()
+    assert nc.stats.out_msgs == out + 20
+    assert all(m.acked for m in msgs)
+    await nc.flush()
+    info = await c.info()
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    bare = jetstream.JsMsg("s.batch", None, b"x", None, nc)
+    with pytest.raises(jetstream.NatsError, match="no reply subject"):
+        await bare.ack()
+    assert not bare.acked
+    other = await jetstream.connect(nats_url)
+    await stream.js.publish("s.batch", b"late")
+    late = await (await other.jetstream().stream(stream.name)).consumer("ab")
+    msg = await late.next(timeout=5)
+    await other.close()
+    with pytest.raises(jetstream.ConnectionClosedError):
+        await msg.ack()
+    assert not msg.acked
+
+
 async def test_redelivery_after_ack_wait_and_nak_delay(js: JetStream) -> None:
     s = await js.create_stream(StreamConfig(name="RD", subjects=["rd"]))
     await js.publish("rd", b"1")

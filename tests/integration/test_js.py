@@ -273,6 +273,42 @@ async def test_publish_async_window_and_completion(nc: Client) -> None:
     assert js.publish_async_pending == 0
 
 
+async def test_publish_async_payload_forms_and_refusals(nc: Client) -> None:
+    """The async publisher writes small payloads with their control line in one go and
+    larger ones, header blocks and memoryviews apart: every form is stored as sent,
+    and a refused publish (bad data, bad subject) leaves nothing behind."""
+    js = nc.jetstream(publish_async_max_pending=64)  # no wait for room: nothing flushed
+    await js.create_stream(StreamConfig(name="F", subjects=["f.>"]))
+    big = bytes(range(256)) * 20  # past the inline size
+    sent: list[tuple[bytes, dict[str, str] | None]] = [
+        (b"", None),
+        (b"small", None),
+        (b"x" * 1024, None),
+        (big, None),
+        (b"with headers", {"k": "v"}),
+        (big, {"k": "big"}),
+    ]
+    futs = [await js.publish_async("f.a", data, headers=h) for data, h in sent]
+    futs.append(await js.publish_async("f.a", memoryview(b"view")))
+    futs.append(await js.publish_async("f.a", bytearray(b"array")))
+    before = len(nc._wbuf)
+    with pytest.raises(TypeError):
+        await js.publish_async("f.a", "text")  # type: ignore[arg-type]
+    with pytest.raises(jetstream.BadSubjectError):
+        await js.publish_async("f. a", b"x")
+    assert len(nc._wbuf) == before
+    assert js.publish_async_pending <= len(futs)  # the refused ones are not in the window
+    acks = [await f for f in futs]
+    assert [a.seq for a in acks] == list(range(1, 9))
+    stream = await js.stream("F")
+    for seq, (data, h) in enumerate(sent, 1):
+        raw = await stream.get_msg(seq)
+        assert raw.data == data
+        assert (raw.headers.get("k") if h else None) == (h or {}).get("k")
+    assert (await stream.get_msg(7)).data == b"view"
+    assert (await stream.get_msg(8)).data == b"array"
+
+
 async def test_publish_async_futures_always_resolve(nc: Client, nats_url: str) -> None:
     js = nc.jetstream(timeout=0.5)  # for the ack that never comes
     await js.create_stream(StreamConfig(name="R", subjects=["r"], retention=RetentionPolicy.LIMITS))

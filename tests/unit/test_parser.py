@@ -860,3 +860,53 @@ def run_bytewise(data: bytes) -> list[Op] | None:
         return feed_bytewise(data)
     except ProtocolError:
         return None
+
+
+_FC_BLOCK = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
+_FC = b"HMSG s.x 7 $JS.FC.S.a.1 %d %d\r\n%b\r\n" % (len(_FC_BLOCK), len(_FC_BLOCK), _FC_BLOCK)
+_HB_BLOCK = b"NATS/1.0 100 Idle Heartbeat\r\n\r\n"
+_HB = b"HMSG s.x 7 %d %d\r\n%b\r\n" % (len(_HB_BLOCK), len(_HB_BLOCK), _HB_BLOCK)
+
+
+@pytest.mark.parametrize(
+    ("layout", "batches"),
+    [
+        ((30, _FC, 30), 2),  # a flow-control request amid deliveries
+        ((30, _HB, 30, _FC, 30), 3),  # two statuses apart
+        ((30, _FC, _HB, 30), 2),  # two statuses in a row
+        ((30, _FC, 3, _HB, 30), 2),  # too few between them for a batch: the loop
+        ((2, _FC, 30), 0),  # too few before: the try fails, tries pause, the loop
+        ((30, _FC, 30, b"MSG s.x 7 r.1 2\r\na"), 2),  # an incomplete op at the end
+    ],
+)
+def test_statuses_amid_a_run_split_it_into_batches(
+    monkeypatch: pytest.MonkeyPatch, layout: tuple[int | bytes, ...], batches: int
+) -> None:
+    """A status (HMSG) amid a consumer's deliveries: the messages before it and after
+    it are batched, not parsed op by op; the ops are the loop's, byte for byte."""
+    taken = 0
+    original = Parser._reply_run
+
+    def counting(self: Parser, *args: object) -> int:
+        nonlocal taken
+        done = original(self, *args)  # type: ignore[arg-type]
+        taken += bool(done)
+        return done
+
+    monkeypatch.setattr(Parser, "_reply_run", counting)
+    seq = 0
+    parts = []
+    for part in layout:
+        if isinstance(part, bytes):
+            parts.append(part)
+        else:
+            parts.append(b"".join(_reply_line(seq + i) for i in range(part)))
+            seq += part
+    data = b"".join(parts)
+    got = Parser().feed(data)
+    assert got == feed_bytewise(data)
+    assert [op.status for op in got if isinstance(op, Msg) and op.status] == [
+        100 for part in layout if isinstance(part, bytes) and part.startswith(b"HMSG")
+    ]
+    assert len(got) == seq + sum(isinstance(p, bytes) and p.startswith(b"HMSG") for p in layout)
+    assert taken == batches
