@@ -184,6 +184,11 @@ func core() {
 
 var jsPayload = make([]byte, 128)
 
+// A full window waits for acks as the Python clients' publish_async does, instead of
+// failing after nats.go's default of 200 ms ("stalled with too many outstanding async
+// published messages"), which a loaded 2-core machine reaches.
+var stall = nats.StallWait(60 * time.Second)
+
 type bench struct {
 	nc *nats.Conn
 	js nats.JetStreamContext
@@ -196,7 +201,7 @@ func (b *bench) freshStream(stored int) {
 	})
 	check(err)
 	for i := 0; i < stored; i++ {
-		_, err := b.js.PublishAsync("bench", jsPayload)
+		_, err := b.js.PublishAsync("bench", jsPayload, stall)
 		check(err)
 	}
 	<-b.js.PublishAsyncComplete()
@@ -303,7 +308,7 @@ func jetStream() {
 		b.freshStream(0)
 		t0 := start()
 		for i := 0; i < n; i++ {
-			_, err := js.PublishAsync("bench", jsPayload)
+			_, err := js.PublishAsync("bench", jsPayload, stall)
 			check(err)
 		}
 		select {
@@ -342,7 +347,7 @@ func keyValue() {
 		check(err)
 		if fill {
 			for _, k := range keys {
-				_, err := js.PublishAsync("$KV.BENCH."+k, value)
+				_, err := js.PublishAsync("$KV.BENCH."+k, value, stall)
 				check(err)
 			}
 			<-js.PublishAsyncComplete()
