@@ -201,6 +201,10 @@ class OrderedConsumer:
         js = self._js
         loop = js.client._loop
         name = next_nuid()
+        # A push consumer's inbox goes with its name: an attempt asking again for a
+        # consumer that did land must ask for the same config, or the server refuses it
+        # as a different consumer of that name, again at every retry.
+        deliver = js.client.new_inbox() if self.push else None
         attempt = 0
         scope: asyncio.Timeout | None = None
         elected = False
@@ -232,6 +236,8 @@ class OrderedConsumer:
                             handle = self._handle = await stream_consumers(js, self.stream_name)
                         config = self._config()
                         config.name = name
+                        if deliver is not None:
+                            config.deliver_subject = deliver
                         consumer = await handle._upsert(config, ConsumerAction.CREATE)
                 except StreamNotFoundError:
                     raise
@@ -247,6 +253,7 @@ class OrderedConsumer:
                         # A new leader: ask it now, under a new name (one made by the
                         # attempt given up on may live with the old leader).
                         name = next_nuid()
+                        deliver = js.client.new_inbox() if self.push else None
                         continue
                     self._report(exc)
                     attempt += 1

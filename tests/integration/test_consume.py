@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -266,6 +267,43 @@ async def test_push_ordered_consumer(js: JetStream) -> None:
     assert any(isinstance(e, NoHeartbeatError) for e in errors)
     with pytest.raises(TypeError):
         await oc.next(timeout=1)
+
+
+async def test_push_ordered_consumer_asks_again_for_the_consumer_that_landed(
+    js: JetStream,
+) -> None:
+    """A making of the consumer whose answer is lost (a leader killed under it) may have
+    landed: the next attempt asks for the same name, so it must ask for the same inbox,
+    or the server refuses it as another consumer of that name (10148), at every retry."""
+    s = await js.create_stream(StreamConfig(name="PL", subjects=["pl"]))
+    await publish_many(js, "pl", 20)
+    oc = await s.ordered_consumer(push=True, heartbeat=0.5)
+    handle = oc._handle
+    assert handle is not None
+    real = handle._upsert
+    lost = 0
+
+    async def lands_then_unanswered(*args: Any, **kwargs: Any) -> Any:
+        nonlocal lost
+        consumer = await real(*args, **kwargs)
+        if lost == 0:
+            lost += 1
+            raise TimeoutError  # stored by the server, the answer never came
+        return consumer
+
+    handle._upsert = lands_then_unanswered  # type: ignore[method-assign]
+    got: list[int] = []
+    async with oc.messages() as it:
+        async with asyncio.timeout(30):
+            async for msg in it:
+                got.append(int(msg.data))
+                if len(got) == 5:
+                    oc._lost(None)  # made again from the sixth
+                    it._break(None)
+                if len(got) == 20:
+                    break
+    assert got == list(range(20))
+    assert lost == 1 and oc.resets == 1
 
 
 async def test_requests_from_before_a_reset_do_not_count_against_the_new_ones(
