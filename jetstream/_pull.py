@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._context import ConsumerHandle
 from ._leaders import consumer_key
@@ -284,9 +284,19 @@ class MessageStream(_PullBase, MessageReader):
     """
 
     def __init__(
-        self, consumer: ConsumerHandle, opts: PullOptions, error_cb: ErrorCallback | None
+        self,
+        consumer: ConsumerHandle,
+        opts: PullOptions,
+        error_cb: ErrorCallback | None,
+        *,
+        raw: bool = False,
     ) -> None:
+        if raw and (opts.max_bytes is not None or opts.group is not None):
+            raise ValueError("a raw message stream takes neither max_bytes nor a group")
         super().__init__(consumer, opts)
+        #: the buffer holds the parser's MSG ops themselves, not ``JsMsg`` (bulk readers
+        #: that never need a message object: the Spark source)
+        self._raw = raw
         b = opts.batch
         self._thr_msgs = opts.threshold_messages if opts.threshold_messages is not None else b // 2
         mb = opts.max_bytes
@@ -350,9 +360,22 @@ class MessageStream(_PullBase, MessageReader):
             return
         if self._out_msgs > 0:
             self._out_msgs -= 1
-        self._buf.append(JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc))
+        buf: deque[Any] = self._buf
+        buf.append(op if self._raw else JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc))
         if self._waiter is not None:
             self._wake()
+
+    def _deliver_many(self, ops: list[MsgOp], size: int) -> bool:
+        if not self._raw:
+            return super()._deliver_many(ops, size)
+        if self._closed or not all_plain(ops):
+            return False
+        self._seen = True
+        self.received += len(ops)
+        buf: deque[Any] = self._buf
+        buf.extend(ops)
+        self._took(len(ops))
+        return True
 
     def _took(self, n: int) -> None:
         self._out_msgs = max(self._out_msgs - n, 0)
@@ -454,7 +477,7 @@ class MessageStream(_PullBase, MessageReader):
         if self._closed:
             return
         self.received += 1
-        msg = JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc)
+        msg: Any = op if self._raw else JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc)
         self._keep(msg, _wire_size(op) if self._track_bytes else 0)
 
     def _retry_later(self, delay: float = 0.5) -> None:
@@ -521,6 +544,22 @@ class MessageStream(_PullBase, MessageReader):
         elif self._out_msgs + len(buf) <= self._thr_msgs and not self._closed:
             self._refill()
         return msg
+
+    def _take_run(self, n: int) -> list[Any]:
+        """The first ``n`` buffered messages at once (there are at least ``n``), and the
+        pulls topped up once."""
+        buf = self._buf
+        if n >= len(buf):
+            run: list[Any] = list(buf)
+            buf.clear()
+        else:
+            pop = buf.popleft
+            run = [pop() for _ in range(n)]
+        if self._track_bytes:
+            self._buf_bytes -= sum(m._size for m in run)
+        if not self._closed:
+            self._refill()
+        return run
 
     async def __anext__(self) -> JsMsg:
         while True:

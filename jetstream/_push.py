@@ -145,6 +145,20 @@ class PushStream(MessageReader):
             self._answer_flow_control()
         return msg
 
+    def _take_run(self, n: int) -> list[JsMsg]:
+        """The first ``n`` buffered messages at once (there are at least ``n``)."""
+        buf = self._buf
+        if n >= len(buf):
+            run = list(buf)
+            buf.clear()
+        else:
+            pop = buf.popleft
+            run = [pop() for _ in range(n)]
+        self._taken += len(run)
+        if self._fc:
+            self._answer_flow_control()
+        return run
+
     async def __anext__(self) -> JsMsg:
         while True:
             msg = self._take()

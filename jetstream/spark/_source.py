@@ -7,9 +7,9 @@ one per Spark partition; a partition reads its range inside its task with an ord
 consumer (filtered on the server) and stops at the range's end, so every message of the
 stream is read once per query, across restarts from the checkpoint too. A range is
 handed to Spark as Arrow record batches, built a column at a time from the runs of MSG
-ops the ordered consumer takes in bulk (``_bulk.py``): no Python object per row beyond
-the parser's op, and the stream sequences and times cut from the ack subjects of a whole
-batch at once.
+ops a raw ordered stream hands over at once (``OrderedStream.take_ops``): no Python
+object per row beyond the parser's op, and the stream sequences and times cut from the
+ack subjects of a whole batch at once.
 
 Options (Spark lowercases option names, so they are written in snake_case):
 
@@ -48,10 +48,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from .._pull import PullOptions
 from ..api import DeliverPolicy
 from ..errors import JetStreamError, NatsError, StreamNotFoundError
+from ..ordered import OrderedStream
 from ..protocol.headers import parse_headers
-from ._bulk import RawOrderedStream
 from ._common import (
     ConnectSpec,
     SparkConfigError,
@@ -310,7 +311,7 @@ class _RangeReader:
         self.next_seq = first
         self.nc: Client | None = None
         self.oc: OrderedConsumer | None = None
-        self.it: RawOrderedStream | None = None
+        self.it: OrderedStream | None = None
         self.done = False
         self.chunk_size = _FIRST_CHUNK
         # positions of the stream sequence, timestamp and pending count among the tokens
@@ -341,7 +342,9 @@ class _RangeReader:
             self.done = True
             return
         batch = min(_PULL_BATCH, self.end - self.first)
-        self.it = it = RawOrderedStream(oc, batch=batch, expires=5.0)
+        # the idle heartbeat of OrderedConsumer.messages(expires=5.0)
+        pull = PullOptions(batch=batch, expires=5.0, heartbeat=2.5)
+        self.it = it = OrderedStream(oc, pull, raw=True)
         await it.__aenter__()
 
     def _learn(self, reply: str) -> tuple[int, int, int]:
@@ -384,7 +387,7 @@ class _RangeReader:
                 # (or the stream), nothing more is coming for it
                 if ops and not it.pending and self._last_one(ops[-1].reply or ""):
                     break
-                ops += await it.take_many(wait)
+                ops += await it.take_ops(wait)
         except (NatsError, StopAsyncIteration):
             # nothing more arrives: the rest of the range was deleted or expired
             self.done = True

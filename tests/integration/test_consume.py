@@ -355,3 +355,75 @@ async def test_a_late_message_on_a_retired_inbox_is_delivered(js: JetStream, nc:
         assert late.received >= 1  # some came through the old inbox...
         assert it._out_msgs == out_before - (3 - late.received)  # ...and are not counted
     assert old_sid not in nc._subs  # dropped with the stream
+
+
+def _renumbered(reply: str, tail_dots: int, sseq: int, cseq: int) -> str:
+    """An ack subject like ``reply`` with the stream and consumer sequences given."""
+    tokens = reply.split(".")
+    at = len(tokens) - tail_dots  # the consumer sequence; the stream's is before it
+    tokens[at - 1], tokens[at] = str(sseq), str(cseq)
+    return ".".join(tokens)
+
+
+@pytest.mark.parametrize("push", [False, True], ids=["pull", "push"])
+async def test_ordered_stream_checks_a_run_at_once_and_cuts_it_at_a_gap(
+    js: JetStream, push: bool
+) -> None:
+    """The reader is handed the messages buffered in one run, their order checked from
+    the first and the last; a run with a consumer sequence missing inside it is handed
+    over up to the gap, and the consumer is made again from the stream sequence after
+    the last message handed over: every message still comes once, in order."""
+    from jetstream.protocol.ops import Msg as MsgOp
+
+    s = await js.create_stream(StreamConfig(name="OGAP", subjects=["ogap"]))
+    await publish_many(js, "ogap", 30)
+    oc = await s.ordered_consumer(push=push, heartbeat=0.5)
+    seqs: list[int] = []
+    async with oc.messages(max_messages=10) as it:
+        async with asyncio.timeout(30):
+            run = await it.take_many(5.0)
+            assert run and all(isinstance(m, JsMsg) for m in run)
+            seqs += [m.metadata.sequence.stream for m in run]
+            assert oc.stream_seq == seqs[-1]
+            # a run comes in with consumer sequence c + 2 missing
+            k, c, last = oc._tail_dots, oc._consumer_seq, seqs[-1]
+            inner = it._inner
+            assert inner is not None
+            fake = [
+                MsgOp("ogap", inner._sid, _renumbered(run[-1].reply, k, last + d, c + d), b"")
+                for d in (1, 3, 4)
+            ]
+            assert inner._deliver_many(fake, 0)
+            cut = await it.take_many(5.0)
+            assert [m.metadata.sequence.stream for m in cut] == [last + 1]
+            seqs.append(last + 1)
+            await publish_many(js, "ogap", 30, start=30)
+            async for msg in it:
+                seqs.append(msg.metadata.sequence.stream)
+                if seqs[-1] == 60:
+                    break
+    assert seqs == list(range(1, 61))
+    assert oc.resets == 1
+    assert oc.stream_seq == 60
+
+
+async def test_take_ops_reads_a_raw_stream_only(js: JetStream) -> None:
+    from jetstream._pull import PullOptions
+    from jetstream.ordered import OrderedStream
+
+    s = await js.create_stream(StreamConfig(name="ORAW", subjects=["oraw"]))
+    await publish_many(js, "oraw", 3)
+    oc = await s.ordered_consumer()
+    async with oc.messages() as it:
+        with pytest.raises(TypeError):
+            await it.take_ops(1.0)
+    async with OrderedStream(oc, PullOptions(batch=10, expires=5.0), raw=True) as raw:
+        with pytest.raises(TypeError):
+            await raw.take_many(1.0)
+        ops = await raw.take_ops(5.0)
+        assert [op.payload for op in ops] == [b"0", b"1", b"2"]
+        assert not isinstance(ops[0], JsMsg)
+    push = await s.ordered_consumer(push=True)
+    with pytest.raises(TypeError):
+        async with OrderedStream(push, PullOptions(), raw=True) as raw:
+            await raw.take_ops(1.0)

@@ -179,9 +179,10 @@ def test_a_gap_inside_a_run_cuts_it_there_and_the_read_goes_on_after_it(
     """A run whose consumer sequences skip one is handed over up to the gap; the consumer
     is made again from the stream sequence after the last message handed over, so every
     message still comes once, in order."""
+    from jetstream._pull import MessageStream, PullOptions
     from jetstream.message import parse_ack_subject
+    from jetstream.ordered import OrderedStream
     from jetstream.protocol.ops import Msg as MsgOp
-    from jetstream.spark._bulk import RawOrderedStream, RawPullStream
 
     def parse_seq(reply: str | None) -> int:
         return parse_ack_subject(reply or "").sequence.stream
@@ -200,23 +201,24 @@ def test_a_gap_inside_a_run_cuts_it_there_and_the_read_goes_on_after_it(
         async with jetstream.connect(url) as nc:
             oc = await (await nc.jetstream().stream("GAP")).ordered_consumer()
             seqs: list[int] = []
-            async with RawOrderedStream(oc, batch=10, expires=5.0) as it:
-                run = await it.take_many(5.0)
+            opts = PullOptions(batch=10, expires=5.0, heartbeat=2.5)
+            async with OrderedStream(oc, opts, raw=True) as it:
+                run = await it.take_ops(5.0)
                 seqs += [parse_seq(op.reply) for op in run]
                 # the connection hands over a run with consumer sequence c + 2 missing
                 k, c, s = oc._tail_dots, oc._consumer_seq, seqs[-1]
                 inner = it._inner
-                assert isinstance(inner, RawPullStream)
+                assert isinstance(inner, MessageStream)
                 fake = [
                     MsgOp("gap.a", inner._sid, renumber(run[-1].reply or "", k, s + d, c + d), b"")
                     for d in (1, 3, 4)
                 ]
                 assert inner._deliver_many(fake, 0)
-                cut = await it.take_many(5.0)
+                cut = await it.take_ops(5.0)
                 assert [parse_seq(op.reply) for op in cut] == [s + 1]
                 seqs.append(s + 1)
                 while seqs[-1] < 60:
-                    seqs += [parse_seq(op.reply) for op in await it.take_many(5.0)]
+                    seqs += [parse_seq(op.reply) for op in await it.take_ops(5.0)]
             await oc.delete()
             return seqs, oc.resets
 
