@@ -30,6 +30,7 @@ __all__ = ["fetch"]
 _ENDED = 0  # a status ended the request, or the batch is complete
 _PULL_AGAIN = 1  # a reconnect: the request may be lost; pull again at once
 _NO_LEADER = 2  # 503: nobody served the pull (an election, a restart); pull again soon
+_GAVE_UP = 3  # the server never closed the request: return what came
 
 
 class _Fetch(_PullBase):
@@ -145,6 +146,7 @@ class _Fetch(_PullBase):
         nc._reconnect_hooks.append(self._on_reconnect)
         leaders = self._consumer._js._leaders
         key = ""
+        give_up: asyncio.TimerHandle | None = None
         if self._recover and leaders.active:
             key = consumer_key(self._consumer.stream_name, self._consumer.name)
             leaders.add(key, self._on_leader)
@@ -152,18 +154,17 @@ class _Fetch(_PullBase):
             self._send_pull(o.expires)
             self._arm_heartbeat()
             end = loop.time() + nc._opts.connect_timeout + (o.expires if not o.no_wait else 0)
+            # one timer for the whole fetch (not one per pull within it)
+            give_up = loop.call_at(end + 1.0, self._again, _GAVE_UP)
             tries = 0
             while True:
                 try:
-                    async with asyncio.timeout_at(end + 1.0):
-                        why = await asyncio.shield(self._done)
-                except TimeoutError:
-                    break  # the server never closed the request: return what came
+                    why = await self._done
                 except (NoHeartbeatError, NoRespondersError, JetStreamError, DisconnectedError):
                     if not self._buf or not isinstance(self._done.exception(), NoHeartbeatError):
                         raise
                     break
-                if why == _ENDED:
+                if why in (_ENDED, _GAVE_UP):
                     break
                 tries += 1
                 if why == _NO_LEADER:
@@ -176,6 +177,8 @@ class _Fetch(_PullBase):
                 self._send_pull(max(left, 0.01))
             return list(self._buf)
         finally:
+            if give_up is not None:
+                give_up.cancel()
             if self._on_reconnect in nc._reconnect_hooks:
                 nc._reconnect_hooks.remove(self._on_reconnect)
             if key:

@@ -82,3 +82,30 @@ async def test_a_missing_consumer_fails_at_once(js: JetStream) -> None:
     with pytest.raises(ConsumerNotFoundError):
         await c.fetch(1, expires=20)
     assert loop.time() - t0 < 10
+
+
+async def test_a_request_the_server_never_closes_ends_the_fetch_with_what_came(
+    nats_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pull request the server never ends (here: never heard of) gives up at the
+    fetch's deadline, its ``expires`` plus the connect timeout and a second, returning
+    what came, and leaves no inbox, timer or hook behind."""
+    async with jetstream.connect(nats_url, connect_timeout=1.0) as nc:
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="G", subjects=["g"]))
+        c = await s.create_consumer(ConsumerConfig(durable_name="d"))
+        hooks = list(nc._reconnect_hooks)
+        monkeypatch.setattr(_Fetch, "_pull", lambda self, *a, **k: None)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        task = asyncio.create_task(c.fetch(5, expires=0.5))
+        pull = await _running_fetch(nc)
+        msg = MsgOp("g", pull._sid, None, b"came", None, 0)
+        pull._deliver(msg)  # one message before the silence
+        msgs = await asyncio.wait_for(task, 30)
+        took = loop.time() - t0
+        assert [m.data for m in msgs] == [b"came"]
+        assert took >= 2.4  # 0.5 + 1.0 + 1.0: not before the deadline
+        assert not [sub for sub in nc._subs.values() if isinstance(sub, _Fetch)]
+        assert nc._reconnect_hooks == hooks
+        assert pull._done.done()
