@@ -14,7 +14,8 @@ Workloads (one embedded nats-server, file storage, 128 KiB chunks):
 The clients take turns within each workload (ours, theirs, ours, ...): run one after the
 other, the first read of a file-stored object came out up to a third slower than later ones.
 
-Run: ``.venv/bin/python -m benchmarks.bench_objectstore [--big] [--loop uvloop]``.
+Run: ``.venv/bin/python -m benchmarks.bench_objectstore [--big] [--loop uvloop] [--cpu]``;
+``--cpu`` prints the CPU each run took a MiB, this process's and the server's.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ import nats
 
 import jetstream
 from benchmarks import _peers
-from benchmarks._report import Measurement, arg_parser, race_async, report, run_on_loop
+from benchmarks._report import (
+    Measurement,
+    arg_parser,
+    race_async,
+    report,
+    run_on_loop,
+    with_cpu,
+)
 from jetstream.embedded import NatsServer
 
 MiB = 1024 * 1024
@@ -204,9 +212,14 @@ async def main_async(args: Any) -> tuple[list[Measurement], list[str]]:
                 (f"get {args.size} MiB (bytes)", lambda i: i.get(size)),
                 (f"get {args.size} MiB (stream)", lambda i: i.stream(size)),
             ):
-                best = await race_async(
-                    {impl.name: (lambda i=impl, r=run: r(i)) for impl in impls}, args.repeat
-                )
+                runs = {impl.name: (lambda i=impl, r=run: r(i)) for impl in impls}
+                if args.cpu:  # CPU a MiB of each side, printed per run
+                    pid = server.pid or 0
+                    runs = {
+                        name: with_cpu(r, label, name, args.size, pid, whole=True)
+                        for name, r in runs.items()
+                    }
+                best = await race_async(runs, args.repeat)
                 for name, secs in best.items():
                     results.append(Measurement(label, name, secs, 1, size))
                     print(f"  {name:9s} {label:24s} {size / secs / 1e6:8.1f} MB/s", flush=True)
@@ -239,6 +252,7 @@ def main() -> None:
     parser.add_argument("--big", action="store_true", help="also a 1 GiB put/get with peak RSS")
     parser.add_argument("--no-peer", action="store_true", help="skip nats-py")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    parser.add_argument("--cpu", action="store_true", help="client/server CPU a MiB")
     parser.set_defaults(repeat=3)
     args = parser.parse_args()
     results, rss = run_on_loop(main_async(args), args.loop)
