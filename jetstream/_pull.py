@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._context import ConsumerHandle
 from ._leaders import consumer_key
-from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs
-from .api import PullRequest, encode
+from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs, take_first
+from .api import PullRequest, encode, encode_pull
 from .errors import (
     ConsumerDeletedError,
     JetStreamError,
@@ -133,6 +133,12 @@ class _PullBase:
 
     def _pull(self, batch: int, max_bytes: int | None, expires: float | None = None) -> None:
         o = self._opts
+        # to our own inbox: the reply subject is neither validated nor cached
+        reply = self.subject.encode()
+        if max_bytes is None and not o.no_wait and o.group is None:
+            body = encode_pull(batch, o.expires if expires is None else expires, o.heartbeat)
+            self._nc._publish_to_reply(self._next_subject, body, reply, None)
+            return
         req = PullRequest(batch=batch)
         if max_bytes is not None:
             req.max_bytes = max_bytes
@@ -152,7 +158,7 @@ class _PullBase:
                 req.priority = o.priority
             if self._consumer._pin_id:
                 req.id = self._consumer._pin_id
-        self._nc._publish_nowait(self._next_subject, encode(req), self.subject, None)
+        self._nc._publish_to_reply(self._next_subject, encode(req), reply, None)
 
     def _ack_next(self, msg: JsMsg) -> None:
         """Acknowledge ``msg`` and ask for the next batch in one message (``+NXT``)."""
@@ -161,10 +167,10 @@ class _PullBase:
         if not msg.reply:
             raise NatsError(f"message on {msg.subject!r} has no reply subject to acknowledge")
         o = self._opts
-        req = PullRequest(batch=o.batch, expires=o.expires)
-        if o.heartbeat:
-            req.idle_heartbeat = o.heartbeat
-        self._nc._publish_nowait(msg.reply, b"+NXT " + encode(req), self.subject, None)
+        body = b"+NXT " + encode_pull(o.batch, o.expires, o.heartbeat)
+        # an ack subject the server gave us: written as it is, as the plain acks are
+        pre = b"PUB %b " % msg.reply.encode()
+        self._nc._publish_to_reply(msg.reply, body, self.subject.encode(), None, pre=pre)
         msg._acked = True
 
     def _deliver(self, op: MsgOp) -> None:
@@ -548,13 +554,7 @@ class MessageStream(_PullBase, MessageReader):
     def _take_run(self, n: int) -> list[Any]:
         """The first ``n`` buffered messages at once (there are at least ``n``), and the
         pulls topped up once."""
-        buf = self._buf
-        if n >= len(buf):
-            run: list[Any] = list(buf)
-            buf.clear()
-        else:
-            pop = buf.popleft
-            run = [pop() for _ in range(n)]
+        run = take_first(self._buf, n)
         if self._track_bytes:
             self._buf_bytes -= sum(m._size for m in run)
         if not self._closed:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ._context import ConsumerHandle
 from ._pull import HB_TICKS
-from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs
+from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs, take_first
 from .errors import ConsumerDeletedError, NoHeartbeatError
 from .message import JsMsg
 from .protocol.headers import parse_headers
@@ -147,13 +147,7 @@ class PushStream(MessageReader):
 
     def _take_run(self, n: int) -> list[JsMsg]:
         """The first ``n`` buffered messages at once (there are at least ``n``)."""
-        buf = self._buf
-        if n >= len(buf):
-            run = list(buf)
-            buf.clear()
-        else:
-            pop = buf.popleft
-            run = [pop() for _ in range(n)]
+        run: list[JsMsg] = take_first(self._buf, n)
         self._taken += len(run)
         if self._fc:
             self._answer_flow_control()

@@ -50,6 +50,17 @@ def all_plain(ops: list[MsgOp]) -> bool:
     return not any(map(_status_of, ops))
 
 
+def take_first(buf: deque[Any], n: int) -> list[Any]:
+    """The first ``n`` items of a reader's buffer, taken out at once (all of it, the
+    common case, in one copy)."""
+    if n >= len(buf):
+        run = list(buf)
+        buf.clear()
+        return run
+    pop = buf.popleft
+    return [pop() for _ in range(n)]
+
+
 def js_msgs(ops: list[MsgOp], nc: Client) -> Iterator[JsMsg]:
     """``JsMsg`` of each op, made at C speed (for a whole feed of plain messages)."""
     return map(

@@ -62,6 +62,7 @@ from ._consumer import (
     PriorityGroupState,
     PullRequest,
     SequenceInfo,
+    encode_pull,
 )
 from ._stream import (
     ClusterInfo,
@@ -135,6 +136,7 @@ __all__ = [
     "PriorityPolicy",
     "PubAck",
     "PullRequest",
+    "encode_pull",
     "RePublish",
     "ReplayPolicy",
     "RetentionPolicy",

@@ -259,3 +259,16 @@ class PullRequest(_Request):
     priority: int | UnsetType = UNSET
 
     _durations = ("expires", "idle_heartbeat")
+
+
+def encode_pull(batch: int, expires: float, heartbeat: float | None) -> bytes:
+    """The JSON of a plain pull request (a batch, ``expires`` and maybe an idle heartbeat,
+    in seconds), byte for byte what ``encode(PullRequest(...))`` writes, formatted at
+    once: a fetch sends one per call."""
+    if heartbeat:
+        return b'{"batch":%d,"expires":%d,"idle_heartbeat":%d}' % (
+            batch,
+            round(expires * 1_000_000_000),
+            round(heartbeat * 1_000_000_000),
+        )
+    return b'{"batch":%d,"expires":%d}' % (batch, round(expires * 1_000_000_000))
