@@ -59,3 +59,16 @@ def test_the_table_gives_each_peer_the_best_python_peer_and_the_fraction_of_nats
     assert pub[6:] == ["3.00x", "2.00x", "4.00x", "2.00x", "0.50 |"]
     pa = rows[1].split(" | ")
     assert pa[6:] == ["4.00x", "n/a", "n/a", "4.00x", "n/a |"]
+
+
+def test_a_workload_measured_twice_keeps_its_faster_run() -> None:
+    """The native anchor runs before the Python benchmarks and after them: each of its
+    workloads keeps the faster of the two, whichever came first."""
+    for first, second in ((2.0, 1.0), (1.0, 2.0)):
+        lines = [
+            _line("pub", "nats.go", first),
+            _line("pub", "jetstream", 1.0),
+            _line("pub", "nats.go", second),
+        ]
+        got = {(r.workload, r.peer): round(r.times, 3) for r in ratios(lines)}
+        assert got == {("pub", "nats.go"): 1.0}
