@@ -97,6 +97,10 @@ def _wire_size(op: MsgOp) -> int:
 class _PullBase:
     """An inbox subscription that receives what pull requests deliver."""
 
+    #: the buffer holds the parser's MSG ops themselves, not ``JsMsg`` (a raw
+    #: ``MessageStream``: bulk readers that never need a message object)
+    _raw = False
+
     def __init__(self, consumer: ConsumerHandle, opts: PullOptions) -> None:
         opts.check()
         js = consumer.js
@@ -199,7 +203,8 @@ class _PullBase:
             return False
         self._seen = True
         self.received += len(ops)
-        self._buf.extend(js_msgs(ops, self._nc))
+        buf: deque[Any] = self._buf
+        buf.extend(ops if self._raw else js_msgs(ops, self._nc))
         self._took(len(ops))
         return True
 
@@ -300,8 +305,6 @@ class MessageStream(_PullBase, MessageReader):
         if raw and (opts.max_bytes is not None or opts.group is not None):
             raise ValueError("a raw message stream takes neither max_bytes nor a group")
         super().__init__(consumer, opts)
-        #: the buffer holds the parser's MSG ops themselves, not ``JsMsg`` (bulk readers
-        #: that never need a message object: the Spark source)
         self._raw = raw
         b = opts.batch
         self._thr_msgs = opts.threshold_messages if opts.threshold_messages is not None else b // 2
@@ -370,18 +373,6 @@ class MessageStream(_PullBase, MessageReader):
         buf.append(op if self._raw else JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc))
         if self._waiter is not None:
             self._wake()
-
-    def _deliver_many(self, ops: list[MsgOp], size: int) -> bool:
-        if not self._raw:
-            return super()._deliver_many(ops, size)
-        if self._closed or not all_plain(ops):
-            return False
-        self._seen = True
-        self.received += len(ops)
-        buf: deque[Any] = self._buf
-        buf.extend(ops)
-        self._took(len(ops))
-        return True
 
     def _took(self, n: int) -> None:
         self._out_msgs = max(self._out_msgs - n, 0)

@@ -39,40 +39,22 @@ def publish_seq(
         ConnectionClosedError, BadSubjectError, MaxPayloadError, ReconnectBufferFullError,
         TypeError: as ``publish`` (nothing is buffered).
     """
-    if nc._closed:
-        raise ConnectionClosedError(f"cannot publish to {subject!r}: the connection is closed")
+    size = len(data)
+    if hdr is not None or size > _INLINE_MAX or size > nc._fast_limit:
+        # A header block, a big payload, or a size to check (the limit is -1 while
+        # disconnected or closed): the client's own path.
+        nc._publish_to_reply(subject, data, b"%b%d" % (reply_prefix, seq), hdr)
+        return
     pre = nc._pub_prefixes.get(subject)
     if pre is None:
         pre = nc._pub_prefix(subject)
     wbuf = nc._wbuf
     mark = len(wbuf)
-    if hdr is None:
-        size = len(data)
-        if size > nc._fast_limit:  # too big, or not connected (the reconnect buffer)
-            nc._check_room(subject, size, wbuf)
-        if size <= _INLINE_MAX:
-            # Small (the usual case): the payload formatted with its control line.
-            try:
-                wbuf += b"%b%b%d %d\r\n%b\r\n" % (pre, reply_prefix, seq, size, data)  # type: ignore[str-format]
-            except TypeError:
-                raise _not_bytes(wbuf, mark, data) from None
-        else:
-            wbuf += b"%b%b%d %d\r\n" % (pre, reply_prefix, seq, size)
-            try:
-                wbuf += data
-            except TypeError:
-                raise _not_bytes(wbuf, mark, data) from None
-            wbuf += b"\r\n"
-    else:
-        size = len(data) + len(hdr)
-        if size > nc._fast_limit:
-            nc._check_room(subject, size, wbuf)
-        wbuf += b"H%b%b%d %d %d\r\n%b" % (pre, reply_prefix, seq, len(hdr), size, hdr)
-        try:
-            wbuf += data
-        except TypeError:
-            raise _not_bytes(wbuf, mark, data) from None
-        wbuf += b"\r\n"
+    # Small (the usual case): the payload formatted with its control line.
+    try:
+        wbuf += b"%b%b%d %d\r\n%b\r\n" % (pre, reply_prefix, seq, size, data)  # type: ignore[str-format]
+    except TypeError:
+        raise _not_bytes(wbuf, mark, data) from None
     nc._out_msgs += 1
     nc._out_bytes += size
     if len(wbuf) >= FLUSH_THRESHOLD:

@@ -269,17 +269,8 @@ class Client(_ClientBase):
         No validation: the parser splits control lines on whitespace, so a reply
         subject cannot carry the characters validation guards against.
         """
-        if self._closed:
-            raise ConnectionClosedError(f"cannot publish to {reply!r}: the connection is closed")
-        wbuf = self._wbuf
-        wbuf += b"PUB %b %d\r\n%b\r\n" % (reply.encode(), len(body), body)
-        self._out_msgs += 1
-        self._out_bytes += len(body)
-        if len(wbuf) >= FLUSH_THRESHOLD:
-            self._flush_now()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush_cb)
+        message = b"PUB %b %d\r\n%b\r\n" % (reply.encode(), len(body), body)
+        self._publish_formatted(reply, message, len(body))
 
     def _pub_prefix(self, subject: str) -> bytes:
         """Validate a publish subject and cache its ``PUB <subject> `` prefix."""

@@ -804,6 +804,25 @@ def test_the_remembered_control_lines_stay_bounded() -> None:
     assert 0 < len(p._lines) <= parser_mod._LINE_CACHE
 
 
+class _RunCount:
+    """How many runs the parser took through its batch path (``Parser._reply_run``)."""
+
+    taken = 0
+
+
+def count_reply_runs(monkeypatch: pytest.MonkeyPatch) -> _RunCount:
+    runs = _RunCount()
+    original = Parser._reply_run
+
+    def counting(self: Parser, *args: object) -> int:
+        done = original(self, *args)  # type: ignore[arg-type]
+        runs.taken += bool(done)
+        return done
+
+    monkeypatch.setattr(Parser, "_reply_run", counting)
+    return runs
+
+
 def _reply_line(i: int) -> bytes:
     return b"MSG s.x 7 $JS.ACK.S.C.1.%d.%d.1700000000.%d 2\r\nab\r\n" % (i + 9, i, 99 - i)
 
@@ -825,21 +844,12 @@ def _reply_line(i: int) -> bytes:
 def test_a_run_of_reply_subjects_agrees_with_the_loop(
     monkeypatch: pytest.MonkeyPatch, odd: bytes
 ) -> None:
-    taken = 0
-    original = Parser._reply_run
-
-    def counting(self: Parser, *args: object) -> int:
-        nonlocal taken
-        done = original(self, *args)  # type: ignore[arg-type]
-        taken += bool(done)
-        return done
-
-    monkeypatch.setattr(Parser, "_reply_run", counting)
+    runs = count_reply_runs(monkeypatch)
     plain = b"".join(_reply_line(i) for i in range(40))
     assert feed_whole(plain) == [
         Msg("s.x", 7, f"$JS.ACK.S.C.1.{i + 9}.{i}.1700000000.{99 - i}", b"ab") for i in range(40)
     ]
-    assert taken == 1  # one run, through _reply_run
+    assert runs.taken == 1  # one run, through _reply_run
     data = plain + odd + plain
     assert outcome(run_whole(data)) == outcome(run_bytewise(data))
 
@@ -884,16 +894,7 @@ def test_statuses_amid_a_run_split_it_into_batches(
 ) -> None:
     """A status (HMSG) amid a consumer's deliveries: the messages before it and after
     it are batched, not parsed op by op; the ops are the loop's, byte for byte."""
-    taken = 0
-    original = Parser._reply_run
-
-    def counting(self: Parser, *args: object) -> int:
-        nonlocal taken
-        done = original(self, *args)  # type: ignore[arg-type]
-        taken += bool(done)
-        return done
-
-    monkeypatch.setattr(Parser, "_reply_run", counting)
+    runs = count_reply_runs(monkeypatch)
     seq = 0
     parts = []
     for part in layout:
@@ -909,4 +910,4 @@ def test_statuses_amid_a_run_split_it_into_batches(
         100 for part in layout if isinstance(part, bytes) and part.startswith(b"HMSG")
     ]
     assert len(got) == seq + sum(isinstance(p, bytes) and p.startswith(b"HMSG") for p in layout)
-    assert taken == batches
+    assert runs.taken == batches
