@@ -141,7 +141,7 @@ class _PullBase:
         reply = self.subject.encode()
         if max_bytes is None and not o.no_wait and o.group is None:
             body = encode_pull(batch, o.expires if expires is None else expires, o.heartbeat)
-            self._nc._publish_to_reply(self._next_subject, body, reply, None)
+            self._nc._publish_to_reply(self._next_subject, body, reply, None, now=True)
             return
         req = PullRequest(batch=batch)
         if max_bytes is not None:
@@ -162,7 +162,7 @@ class _PullBase:
                 req.priority = o.priority
             if self._consumer._pin_id:
                 req.id = self._consumer._pin_id
-        self._nc._publish_to_reply(self._next_subject, encode(req), reply, None)
+        self._nc._publish_to_reply(self._next_subject, encode(req), reply, None, now=True)
 
     def _ack_next(self, msg: JsMsg) -> None:
         """Acknowledge ``msg`` and ask for the next batch in one message (``+NXT``)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -427,3 +428,29 @@ async def test_take_ops_reads_a_raw_stream_only(js: JetStream) -> None:
     with pytest.raises(TypeError):
         async with OrderedStream(push, PullOptions(), raw=True) as raw:
             await raw.take_ops(1.0)
+
+
+async def test_a_refill_goes_out_while_the_reader_still_takes_from_its_buffer(
+    js: JetStream,
+) -> None:
+    # A reader working through its buffer does not give the loop a turn. The pull that
+    # tops the buffer up must be on the wire at once, not when the reader next waits,
+    # or the server sits idle for a round trip at every refill.
+    s = await js.create_stream(StreamConfig(name="RF", subjects=["rf"]))
+    await publish_many(js, "rf", 300)
+    c = await s.create_consumer(ConsumerConfig(durable_name="rf"))
+    async with c.messages(max_messages=100) as it:
+        first = await it.next(timeout=10)
+        async with asyncio.timeout(10):
+            while it.pending < 99:
+                await asyncio.sleep(0.01)
+        # past the refill threshold (half the batch), with no wait
+        got = [first, *[await it.__anext__() for _ in range(59)]]
+        assert it.pending == 40
+        # the loop is held on purpose: only a pull already written is answered meanwhile
+        time.sleep(1.0)  # noqa: ASYNC251
+        for _ in range(5):
+            await asyncio.sleep(0)
+        # the 40 left, and the 50 the refill asked for when 50 were left
+        assert it.pending == 90
+        assert [int(m.data) for m in got] == list(range(60))
