@@ -84,6 +84,7 @@ def buffers(nc: Client, js: JetStream | None = None) -> dict[str, int]:
         "requests": len(nc._mux.waiters) if nc._mux is not None else 0,
         "pongs": len(conn.pongs) if conn is not None else 0,
         "pub_prefixes": len(nc._pub_prefixes),
+        "pub_heads": sum(map(len, nc._pub_heads.values())),
     }
     if js is not None:
         out["async_acks"] = js.publish_async_pending

@@ -452,6 +452,33 @@ async def test_flush_rtt_and_stats(nats_url: str) -> None:
         assert nc.stats.out_bytes == 5
 
 
+async def test_many_subjects_and_sizes_publish_intact_with_bounded_caches(nats_url: str) -> None:
+    # publish's fast path caches a head per subject and size: past its bounds (64 sizes
+    # a subject, 1024 subjects; every cache emptied at 4096 subjects) every message
+    # must still go out as it was given, and the caches stay within those bounds.
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe("many.>", pending_msgs_limit=100_000)
+        await nc.flush()
+        sent = []
+        for i in range(5000):
+            subject = f"many.{i % 4500}"
+            data = bytes([i % 251]) * (i % 150)
+            await nc.publish(subject, data)
+            sent.append((subject, data))
+        for size in range(200):  # one subject, more sizes than it keeps heads for
+            data = b"s" * size
+            await nc.publish("many.sizes", data)
+            sent.append(("many.sizes", data))
+        await nc.flush()
+        got = [await sub.next_msg(timeout=10) for _ in range(len(sent))]
+        assert [(m.subject, m.data) for m in got] == sent
+        assert nc.stats.out_msgs == len(sent)
+        assert nc.stats.out_bytes == sum(len(d) for _, d in sent)
+        assert len(nc._pub_heads) <= 1024
+        assert all(len(h) <= 64 for h in nc._pub_heads.values())
+        assert len(nc._pub_prefixes) <= 4096
+
+
 async def test_drain_lets_handlers_finish(nats_url: str) -> None:
     handled: list[int] = []
     nc = await jetstream.connect(nats_url)
