@@ -3,10 +3,12 @@ same in one process, then the foreachBatch sink.
 
 Source: a batch read (``spark.read.format("jetstream")`` into ``noop``) of a stream of N
 messages of 100 bytes (``--messages``, 400,000 by default) against a plain ordered consumer
-reading the same stream in this process. Writer: ``df.write.format("jetstream")`` of N rows
-of 100 bytes (a job id: one message id per row) against ``publish_async`` of the same
-messages, with message ids, from this process. Each pair takes turns, round after round
-(``--repeat``), and the best run of each counts; every run checks what was read or stored.
+reading the same stream in this process, and against Spark alone moving the same rows from
+an in-memory Python data source into ``noop`` (Spark's own share of the read).
+Writer: ``df.write.format("jetstream")`` of N rows of 100 bytes (a job id: one message id
+per row) against ``publish_async`` of the same messages, with message ids, from this
+process. They take turns, round after round (``--repeat``), and the best run of each
+counts; every run checks what was read or stored.
 
 Sink: three runs of the same query (a parquet file source of N rows of about 100 bytes, read
 with ``trigger(availableNow=True)``), each into a fresh memory stream with a duplicate
@@ -157,6 +159,69 @@ def spark_read(spark: Any, url: str) -> float:
     return time.perf_counter() - t0
 
 
+class MemoryRows:
+    """``spark.read.format("jetstream_bench_memory")``: the rows of ``read 400k``, made in
+    memory (one Arrow batch, built once per partition and handed over again and again):
+    what Spark alone costs to move them from a Python data source into ``noop``, the
+    part of the source's read that is Spark's own (its JVM, its Python workers' Arrow
+    stream), with nothing read from NATS."""
+
+    @staticmethod
+    def source(n: int) -> type[Any]:
+        from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+        from jetstream.spark import SCHEMA
+
+        class Reader(DataSourceReader):
+            def partitions(self) -> list[InputPartition]:
+                half = n // 2
+                return [InputPartition(half), InputPartition(n - half)]
+
+            def read(self, partition: InputPartition) -> Any:
+                import numpy as np
+                import pyarrow as pa
+
+                from jetstream.spark._columns import ARROW_SCHEMA, HEADERS_TYPE, strings
+
+                rows: int = partition.value  # type: ignore[attr-defined]
+                k = min(16384, rows)
+                batch = pa.RecordBatch.from_arrays(
+                    [
+                        strings(["bench.read"] * k),
+                        pa.array([b"r" * ROW_BYTES] * k, pa.binary()),
+                        pa.nulls(k, HEADERS_TYPE),
+                        pa.array(np.arange(k, dtype=np.int64)),
+                        pa.array(np.full(k, 1_700_000_000_000_000, np.int64)).cast(
+                            pa.timestamp("us", tz="UTC")
+                        ),
+                    ],
+                    schema=ARROW_SCHEMA,
+                )
+                while rows:
+                    yield batch.slice(0, min(k, rows))
+                    rows -= min(k, rows)
+
+        class Memory(DataSource):
+            @classmethod
+            def name(cls) -> str:
+                return "jetstream_bench_memory"
+
+            def schema(self) -> str:
+                return SCHEMA
+
+            def reader(self, schema: Any) -> Reader:
+                return Reader()
+
+        return Memory
+
+
+def memory_read(spark: Any) -> float:
+    """Seconds for Spark to read the in-memory rows (``MemoryRows``) into ``noop``."""
+    t0 = time.perf_counter()
+    spark.read.format("jetstream_bench_memory").load().write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - t0
+
+
 def _descendants(pid: int) -> list[int]:
     """The processes under ``pid`` (Linux ``/proc``): Spark's JVM and its Python workers."""
     children: dict[int, list[int]] = {}
@@ -206,9 +271,16 @@ def bench_source(
         .count()
     )
     assert count == n, f"the source read {count} rows, not {n}"
+    from pyspark import cloudpickle
+
+    # its classes go to the Python workers by value (this module may not be importable there)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark.dataSource.register(MemoryRows.source(n))
+    assert spark.read.format("jetstream_bench_memory").load().count() == n
     runs = {
         "plain consumer": lambda: plain_read(url, n),
         "spark source": lambda: spark_read(spark, url),
+        "spark alone": lambda: memory_read(spark),
     }
     best = dict.fromkeys(runs, float("inf"))
     for _ in range(max(1, repeat)):
@@ -432,6 +504,10 @@ def bench_sink(spark: Any, url: str, args: Any, tmp: Path) -> list[Measurement]:
     return results
 
 
+def _rate(ms: list[Measurement], impl: str) -> float:
+    return next(m for m in ms if m.impl == impl).ops_per_s
+
+
 def main() -> None:
     parser = arg_parser("PySpark source, writer and foreachBatch sink throughput")
     parser.add_argument(
@@ -477,11 +553,16 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     if source:
         report(
-            source,
+            [m for m in source if m.impl != "spark alone"],
             title="PySpark source: batch read against a plain ordered consumer (rows/s)",
             json_output=args.json,
             ours="spark source",
             baseline="plain consumer",
+        )
+        alone = next(m for m in source if m.impl == "spark alone")
+        print(
+            f"spark alone (the same rows from memory, no NATS): {alone.ops_per_s:,.0f} rows/s; "
+            f"the source reads at {_rate(source, 'spark source') / alone.ops_per_s:.2f}x of it"
         )
     if writer:
         report(

@@ -279,14 +279,18 @@ class OrderedBase:
         )
 
     def _accept(self, msg: JsMsg) -> bool:
-        """True if ``msg`` is the next one in order (and records it).
+        """True if ``msg`` is the next one in order (and records it)."""
+        return self._accept_reply(msg.reply)
+
+    def _accept_reply(self, reply: str | None) -> bool:
+        """True if the message of ack subject ``reply`` is the next one in order (and
+        records it).
 
         Reads only the consumer sequence of the ack subject (the stream sequence and
         the rest are parsed when asked for): the 7th token of 9 in the v1 layout, the
         9th of 11 or more in v2 (see message.py), so the number of tokens after it is
         learnt from the first reply of each consumer.
         """
-        reply = msg.reply
         if not reply:
             return False
         k = self._tail_dots

@@ -97,10 +97,6 @@ def _wire_size(op: MsgOp) -> int:
 class _PullBase:
     """An inbox subscription that receives what pull requests deliver."""
 
-    #: the buffer holds the parser's MSG ops themselves, not ``JsMsg`` (a raw
-    #: ``MessageStream``: bulk readers that never need a message object)
-    _raw = False
-
     def __init__(self, consumer: ConsumerHandle, opts: PullOptions) -> None:
         opts.check()
         js = consumer.js
@@ -204,7 +200,7 @@ class _PullBase:
         self._seen = True
         self.received += len(ops)
         buf: deque[Any] = self._buf
-        buf.extend(ops if self._raw else js_msgs(ops, self._nc))
+        buf.extend(js_msgs(ops, self._nc))
         self._took(len(ops))
         return True
 
@@ -299,13 +295,8 @@ class MessageStream(_PullBase, MessageReader):
         consumer: ConsumerHandle,
         opts: PullOptions,
         error_cb: ErrorCallback | None,
-        *,
-        raw: bool = False,
     ) -> None:
-        if raw and (opts.max_bytes is not None or opts.group is not None):
-            raise ValueError("a raw message stream takes neither max_bytes nor a group")
         super().__init__(consumer, opts)
-        self._raw = raw
         b = opts.batch
         self._thr_msgs = opts.threshold_messages if opts.threshold_messages is not None else b // 2
         mb = opts.max_bytes
@@ -341,7 +332,7 @@ class MessageStream(_PullBase, MessageReader):
         if self._closed or self._draining or self._retry_timer is not None:
             return
         o = self._opts
-        have = self._out_msgs + len(self._buf)
+        have = self._out_msgs + self.pending
         if o.max_bytes is None:
             if have <= self._thr_msgs:
                 n = o.batch - have
@@ -370,7 +361,7 @@ class MessageStream(_PullBase, MessageReader):
         if self._out_msgs > 0:
             self._out_msgs -= 1
         buf: deque[Any] = self._buf
-        buf.append(op if self._raw else JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc))
+        buf.append(JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc))
         if self._waiter is not None:
             self._wake()
 
@@ -474,8 +465,11 @@ class MessageStream(_PullBase, MessageReader):
         if self._closed:
             return
         self.received += 1
-        msg: Any = op if self._raw else JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc)
-        self._keep(msg, _wire_size(op) if self._track_bytes else 0)
+        self._keep(self._message(op), _wire_size(op) if self._track_bytes else 0)
+
+    def _message(self, op: MsgOp) -> Any:
+        """What the buffer keeps of a plain message ``op``."""
+        return JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc)
 
     def _retry_later(self, delay: float = 0.5) -> None:
         if self._retry_timer is None and not self._closed:
@@ -551,23 +545,6 @@ class MessageStream(_PullBase, MessageReader):
         if not self._closed:
             self._refill()
         return run
-
-    async def __anext__(self) -> JsMsg:
-        while True:
-            msg = self._take()
-            if msg is not None:
-                return msg
-            if self._closed or self._draining:
-                if self._error is not None:
-                    raise self._error
-                raise StopAsyncIteration
-            self._start()
-            w = self._loop.create_future()
-            self._waiter = w
-            try:
-                await w
-            finally:
-                self._waiter = None
 
 
 class _RetiredInbox:

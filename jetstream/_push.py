@@ -153,23 +153,6 @@ class PushStream(MessageReader):
             self._answer_flow_control()
         return run
 
-    async def __anext__(self) -> JsMsg:
-        while True:
-            msg = self._take()
-            if msg is not None:
-                return msg
-            if self._closed or self._draining:
-                if self._error is not None:
-                    raise self._error
-                raise StopAsyncIteration
-            self._start()
-            w = self._loop.create_future()
-            self._waiter = w
-            try:
-                await w
-            finally:
-                self._waiter = None
-
     def _finish(self, error: BaseException | None) -> None:
         if self._closed:
             return

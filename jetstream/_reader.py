@@ -80,12 +80,34 @@ class MessageReader:
     _buf: deque[JsMsg]
     _loop: asyncio.AbstractEventLoop
     _waiter: asyncio.Future[None] | None
+    _closed: bool
     _draining: bool
+    _error: BaseException | None
     _nc: Client
     _error_cb: ErrorCallback | None
 
     async def __anext__(self) -> JsMsg:
-        raise NotImplementedError
+        while True:
+            msg = self._take()
+            if msg is not None:
+                return msg
+            await self._wait()
+
+    async def _wait(self) -> None:
+        """Wait until something is buffered; once the reader has ended (stopped,
+        drained, failed) with nothing left, raise its error or ``StopAsyncIteration``."""
+        while not self._buf:
+            if self._closed or self._draining:
+                if self._error is not None:
+                    raise self._error
+                raise StopAsyncIteration
+            self._start()
+            w = self._loop.create_future()
+            self._waiter = w
+            try:
+                await w
+            finally:
+                self._waiter = None
 
     def _take(self) -> JsMsg | None:
         """The next buffered message with its bookkeeping, or None: nothing that can be

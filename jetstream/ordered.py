@@ -22,6 +22,7 @@ from ._ordered_base import OrderedBase, consumer_seq
 from ._pull import MessageStream, PullOptions
 from ._push import PushStream
 from ._reader import ConsumeContext, MessageReader
+from ._runs import RunStream
 from ._stream_consumers import StreamConsumers, stream_consumers
 from .consumer import Consumer
 from .errors import NatsError
@@ -30,7 +31,7 @@ from .errors import TimeoutError as NatsTimeoutError
 if TYPE_CHECKING:
     from .api import ConsumerInfo
     from .message import JsMsg
-    from .protocol.ops import Msg as MsgOp
+    from .protocol.ops import MsgRun
 
 __all__ = ["OrderedConsumer", "OrderedStream"]
 
@@ -178,14 +179,15 @@ class OrderedStream(MessageReader):
     check of their own. A run that does not pass is checked message by message, and
     the consumer is made again at the gap.
 
-    ``raw``: the buffer holds the parser's MSG ops instead of ``JsMsg`` (pull consumers
-    only), read with ``take_ops`` by bulk readers that never need a message object.
+    ``runs``: the messages are read as runs (``protocol.ops.MsgRun``) with
+    ``take_runs``, by bulk readers that never need a message object (pull consumers
+    only; see ``_runs.RunStream``).
     """
 
-    def __init__(self, oc: OrderedBase, opts: PullOptions, *, raw: bool = False) -> None:
+    def __init__(self, oc: OrderedBase, opts: PullOptions, *, runs: bool = False) -> None:
         self._oc = oc
         self._opts = opts
-        self._raw = raw
+        self._runs = runs
         self._inner: MessageStream | PushStream | None = None
         # messages at the head of the inner buffer found in order and not taken yet
         # (0 whenever there is no inner stream, or it is broken or closed)
@@ -201,13 +203,13 @@ class OrderedStream(MessageReader):
             consumer = self._oc._consumer
             assert consumer is not None
             if consumer.is_push:
-                if self._raw:
-                    raise TypeError("a push-based ordered consumer has no raw read")
+                if self._runs:
+                    raise TypeError("a push-based ordered consumer is not read in runs")
                 inner = self._inner = PushStream(consumer, error_cb=self._on_error)
             else:
                 opts = dataclasses.replace(self._opts)
-                inner = MessageStream(consumer, opts, self._on_error, raw=self._raw)
-                self._inner = inner
+                kind = RunStream if self._runs else MessageStream
+                inner = self._inner = kind(consumer, opts, self._on_error)
             inner._start()
         return inner
 
@@ -247,11 +249,14 @@ class OrderedStream(MessageReader):
         if not buf:
             return False
         oc = self._oc
-        if not oc._accept(buf[0]):
+        if isinstance(inner, RunStream):
+            first, last, n = inner.first_reply(), inner.last_reply(), inner.pending
+        else:
+            first, last, n = buf[0].reply, buf[-1].reply, len(buf)
+        if not oc._accept_reply(first):
             self._break(None)
             return False
-        n = len(buf)
-        if n > 1 and consumer_seq(buf[-1].reply, oc._tail_dots) == oc._consumer_seq + n - 1:
+        if n > 1 and consumer_seq(last, oc._tail_dots) == oc._consumer_seq + n - 1:
             oc._consumer_seq += n - 1
             self._ok = n
         else:
@@ -262,11 +267,7 @@ class OrderedStream(MessageReader):
         """The next message if it is buffered and in order, else None (then
         ``__anext__`` waits, or starts over after a gap). No coroutine is made."""
         if self._ok or self._check():
-            self._ok -= 1
-            inner: Any = self._inner
-            msg: JsMsg = inner._take()
-            self._oc._last_reply = msg.reply
-            return msg
+            return self._next_ok()
         return None
 
     async def __anext__(self) -> JsMsg:
@@ -281,47 +282,54 @@ class OrderedStream(MessageReader):
         msg_ = self._take()
         if msg_ is not None:
             return msg_
+        while not self._check():
+            await self._wait_inner()
+        return self._next_ok()
+
+    def _next_ok(self) -> JsMsg:
+        """The next message found in order (``_ok`` is at least 1)."""
+        self._ok -= 1
+        inner: Any = self._inner
+        msg: JsMsg = inner._take()
+        self._oc._last_reply = msg.reply
+        return msg
+
+    async def _wait_inner(self) -> None:
+        """Wait for the inner stream to buffer something, starting over on a consumer
+        made again when it has ended (a deleted consumer, a refused pull, a gap)."""
         if not self._started:
             self._start()
-        while True:
+        if self._closed:
+            raise StopAsyncIteration
+        if self._oc._consumer is None or self._broken:
+            await self._reset()
+        inner = self._open()
+        try:
+            await inner._wait()
+        except StopAsyncIteration:
             if self._closed:
-                raise StopAsyncIteration
-            if self._oc._consumer is None or self._broken:
-                await self._reset()
-            inner_ = self._open()
-            try:
-                got = await inner_.__anext__()
-            except StopAsyncIteration:
-                if self._closed:
-                    raise
-                self._break(None)
-                continue
-            except NatsError as exc:  # a deleted consumer, a refused pull
-                self._break(exc)
-                continue
-            if self._oc._accept(got):
-                return got
+                raise
             self._break(None)
+        except NatsError as exc:  # a deleted consumer, a refused pull
+            self._break(exc)
 
     async def _take_run(self, timeout: float) -> list[Any]:
         """``take_many`` / ``take_ops``: what is buffered and in order, waiting at most
         ``timeout`` seconds for a first message."""
-        if self._ok or self._check():
-            run = []
-        else:
+        if not (self._ok or self._check()):
             try:
                 async with asyncio.timeout(timeout):
-                    run = [await self.__anext__()]
+                    while not self._check():
+                        await self._wait_inner()
             except TimeoutError as exc:
                 if isinstance(exc, NatsError):
                     raise
                 raise NatsTimeoutError(f"no message within {timeout}s") from None
-            if not self._check():
-                return run
         inner: Any = self._inner
         n, self._ok = self._ok, 0
-        run += inner._take_run(n)
-        self._oc._last_reply = run[-1].reply
+        run: list[Any] = inner._take_run(n)
+        last = run[-1]
+        self._oc._last_reply = last.reply(-1) if self._runs else last.reply
         return run
 
     async def take_many(self, timeout: float = 30.0) -> list[JsMsg]:
@@ -332,15 +340,16 @@ class OrderedStream(MessageReader):
             TimeoutError: nothing came in time.
             StopAsyncIteration: the stream was stopped.
         """
-        if self._raw:
-            raise TypeError("a raw ordered stream is read with take_ops()")
+        if self._runs:
+            raise TypeError("an ordered stream of runs is read with take_runs()")
         return await self._take_run(timeout)
 
-    async def take_ops(self, timeout: float = 30.0) -> list[MsgOp]:
-        """``take_many`` of a raw stream: the parser's MSG ops (subject, reply, payload
-        and header block as they came), with no ``JsMsg`` made."""
-        if not self._raw:
-            raise TypeError("take_ops() reads a raw ordered stream (raw=True)")
+    async def take_runs(self, timeout: float = 30.0) -> list[MsgRun]:
+        """``take_many`` of a stream read in runs (``runs=True``): the messages as runs
+        (``protocol.ops.MsgRun``, the last one cut where the messages in order end),
+        with nothing made per message."""
+        if not self._runs:
+            raise TypeError("take_runs() reads an ordered stream made with runs=True")
         return await self._take_run(timeout)
 
     async def _reset(self) -> None:

@@ -27,8 +27,10 @@ from ..errors import (
     TlsError,
 )
 from ..protocol.commands import PING, encode_sub, encode_unsub
-from ..protocol.ops import Info
+from ..protocol.ops import BulkParse, Info
 from ._connection import (
+    BULK_PARSED_READ_SIZE,
+    BULK_READ_SIZE,
     Delivery,
     _Connection,
     classify_server_error,
@@ -116,6 +118,8 @@ class _ClientBase:
         self._fast_limit = -1
         #: the message class this client's parsers make (bound to this client)
         self._msg_type = Msg.for_client(self)  # type: ignore[arg-type]
+        #: the bulk parser of this client's connections (``use_bulk_parse``)
+        self._bulk_parse: BulkParse | None = None
 
     @property
     def is_connected(self) -> bool:
@@ -357,6 +361,16 @@ class _ClientBase:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_cb)
+
+    def _use_bulk_parse(self, bulk: BulkParse | None) -> None:
+        """Parse this client's feeds with ``bulk`` first (``Parser.bulk``): now, and on
+        every connection after a reconnect. For a connection read in bulk (a Spark
+        source's), whose subscriptions take runs of messages whole (``_deliver_run``)."""
+        self._bulk_parse = bulk
+        conn = self._conn
+        if conn is not None:
+            conn.parser.bulk = bulk
+            conn.bulk_read_size = BULK_READ_SIZE if bulk is None else BULK_PARSED_READ_SIZE
 
     def _flush_cb(self) -> None:
         self._flush_scheduled = False

@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..errors import TimeoutError as NatsTimeoutError
 from ..protocol.commands import PING, PONG, encode_connect
-from ..protocol.ops import Err, Info, Ok, Op, Ping, Pong
+from ..protocol.ops import BulkParse, Err, Info, MsgRun, Ok, Op, Ping, Pong
 from ..protocol.parser import Parser
 from ._options import _Options
 from ._servers import Server
@@ -63,6 +63,7 @@ class ConnectionOwner(Protocol):
 
     _subs: dict[int, Delivery]
     _msg_type: type[Msg]
+    _bulk_parse: BulkParse | None
     _in_msgs: int
     _in_bytes: int
 
@@ -92,6 +93,9 @@ READ_SIZE = 64 * 1024
 #: ... and once a read fills READ_SIZE (a bulk transfer), until one comes back short:
 #: there, fewer and larger reads cost less than the mapping does.
 BULK_READ_SIZE = 256 * 1024
+#: ... or this, where a bulk parser reads the feeds (``Parser.bulk``): its passes over a
+#: feed have a cost of their own to set up, which a larger feed shares among more ops.
+BULK_PARSED_READ_SIZE = 512 * 1024
 _sid_of = attrgetter("sid")
 _payload_of = attrgetter("payload")
 
@@ -103,7 +107,7 @@ class _Connection(asyncio.Protocol):
         self.peer = peer  # the server, for error messages
         self.subs = client._subs
         self.transport: asyncio.Transport | None = None
-        self.parser = Parser(msg_type=client._msg_type)
+        self.parser = Parser(msg_type=client._msg_type, bulk=client._bulk_parse)
         self.msg_type = client._msg_type
         self.info: asyncio.Future[Info] = loop.create_future()
         #: resolved by the first PONG (the end of the CONNECT handshake) or failed by -ERR
@@ -118,6 +122,9 @@ class _Connection(asyncio.Protocol):
         #: the socket transport whose read size is ours to set (see READ_SIZE), if any
         self._reads: Any = None
         self._bulk = False
+        self.bulk_read_size = (
+            BULK_READ_SIZE if client._bulk_parse is None else BULK_PARSED_READ_SIZE
+        )
 
     # -- asyncio.Protocol -----------------------------------------------
 
@@ -136,11 +143,12 @@ class _Connection(asyncio.Protocol):
         self._reads = None
 
     def _resize_reads(self, size: int) -> None:
-        """Between READ_SIZE and BULK_READ_SIZE reads, by the size of the last one."""
+        """Between READ_SIZE and bulk reads (``bulk_read_size``), by the size of the
+        last one."""
         if size >= READ_SIZE:
             if not self._bulk:
                 self._bulk = True
-                self._reads.max_size = BULK_READ_SIZE
+                self._reads.max_size = self.bulk_read_size
         elif self._bulk:
             self._bulk = False
             self._reads.max_size = READ_SIZE
@@ -222,6 +230,26 @@ class _Connection(asyncio.Protocol):
             self.client._on_err(self, op.message)
         elif cls is Ok:
             pass
+        elif isinstance(op, MsgRun):
+            self._deliver_run(op)
+
+    def _deliver_run(self, run: MsgRun) -> None:
+        """A bulk parser's run: whole to a subscription that reads runs, else op by op."""
+        client = self.client
+        client._in_msgs += len(run)
+        client._in_bytes += run.nbytes
+        sub = self.subs.get(run.run_sid)
+        if sub is None:
+            return
+        try:
+            take = getattr(sub, "_deliver_run", None)
+            if take is not None:
+                take(run)
+            else:
+                for op in run.ops(self.msg_type):
+                    sub._deliver(op)
+        except Exception as exc:  # as in _dispatch: the reader must go on
+            client._report_error(exc)
 
     def connection_lost(self, exc: Exception | None) -> None:
         cause: BaseException | None = self.failure or exc

@@ -47,7 +47,7 @@ from itertools import repeat
 import msgspec
 
 from jetstream.errors import ProtocolError
-from jetstream.protocol.ops import OK, PING, PONG, Err, Info, Msg, Op
+from jetstream.protocol.ops import OK, PING, PONG, BulkParse, Err, Info, Msg, Op
 
 from ._batch import PROBE, PROBE_LINES, BatchParser
 from ._common import CRLF, HDR_PLAIN, quote, status_of
@@ -176,6 +176,10 @@ class Parser(BatchParser):
         max_payload: the largest ``MSG`` / ``HMSG`` size (headers plus payload)
             accepted. A public attribute: the client lowers it to the server's
             ``max_payload`` once ``INFO`` has arrived.
+        msg_type: the class of ``MSG``/``HMSG`` ops (``Msg`` or a subclass with the
+            same positional fields).
+        bulk: a bulk parser (``ops.BulkParse``), tried where the ops of a feed begin
+            with ``MSG``; a public attribute, which may be set between feeds.
 
     Strict about what the client acts on: sids and sizes are ASCII digits
     (no sign, no ``_``), subjects are UTF-8, a header block starts with
@@ -197,6 +201,7 @@ class Parser(BatchParser):
         "_pending",
         "_runs",
         "_tail",
+        "bulk",
         "max_control_line",
         "max_payload",
     )
@@ -207,6 +212,7 @@ class Parser(BatchParser):
         max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
         msg_type: type[Msg] = Msg,
+        bulk: BulkParse | None = None,
     ) -> None:
         if max_control_line < 16:
             raise ValueError(f"max_control_line must be at least 16, got {max_control_line}")
@@ -235,6 +241,9 @@ class Parser(BatchParser):
         # Feeds to skip before trying batch parsing again, and failed tries in a row.
         self._cooldown = 0
         self._misses = 0
+        #: a bulk parser, tried first where a feed's ops begin with MSG: it takes a run
+        #: of them in one piece (``MsgRun``), and the loop parses what it leaves
+        self.bulk = bulk
 
     @property
     def buffered(self) -> int:
@@ -320,6 +329,11 @@ class Parser(BatchParser):
         are parsed here; a run of one repeated line goes to ``_run``, anything else to
         ``_control``, an error is made out of the loop and raised.
         """
+        if self.bulk is not None and data.startswith(b"MSG ", pos):
+            end, run = self.bulk(data, pos, self.max_control_line, self.max_payload)
+            if run is not None:
+                ops.append(run)
+                pos = end
         if self._cooldown:
             self._cooldown -= 1
         elif (data.startswith(b"MSG ", pos) or data.startswith(b"HMSG ", pos)) and data.count(

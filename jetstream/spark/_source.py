@@ -6,10 +6,11 @@ micro-batch covers the sequences ``[start, end)`` and is split into contiguous r
 one per Spark partition; a partition reads its range inside its task with an ordered
 consumer (filtered on the server) and stops at the range's end, so every message of the
 stream is read once per query, across restarts from the checkpoint too. A range is
-handed to Spark as Arrow record batches, built a column at a time from the runs of MSG
-ops a raw ordered stream hands over at once (``OrderedStream.take_ops``): no Python
-object per row beyond the parser's op, and the stream sequences and times cut from the
-ack subjects of a whole batch at once.
+handed to Spark as Arrow record batches, built a column at a time from the runs of
+messages the ordered stream hands over (``OrderedStream.take_runs``): the connection's
+feeds are cut into runs of MSG ops by a vectorised bulk parser (``_frames.py``), so no
+Python object is made per row, and the stream sequences and times come out of the ack
+subjects of a whole run at once (``_columns.py``).
 
 Options (Spark lowercases option names, so they are written in snake_case):
 
@@ -35,10 +36,8 @@ import asyncio
 import datetime as _dt
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (
@@ -52,7 +51,7 @@ from .._pull import PullOptions
 from ..api import DeliverPolicy
 from ..errors import JetStreamError, NatsError, StreamNotFoundError
 from ..ordered import OrderedStream
-from ..protocol.headers import parse_headers
+from ._columns import ARROW_SCHEMA, Layout, run_columns, token
 from ._common import (
     ConnectSpec,
     SparkConfigError,
@@ -61,10 +60,11 @@ from ._common import (
     number_option,
     run_sync,
 )
+from ._frames import frame_run
 
 if TYPE_CHECKING:
     from jetstream import Client, OrderedConsumer
-    from jetstream.protocol.ops import Msg as MsgOp
+    from jetstream.protocol.ops import MsgRun
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -78,17 +78,6 @@ __all__ = [
 SCHEMA = (
     "subject string, data binary, headers map<string,string>, sequence long, timestamp timestamp"
 )
-#: ``SCHEMA`` as Spark wants it in the Arrow batches of ``read()``
-ARROW_SCHEMA = pa.schema(
-    [
-        ("subject", pa.string()),
-        ("data", pa.binary()),
-        ("headers", pa.map_(pa.string(), pa.string())),
-        ("sequence", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-    ]
-)
-_HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
 # messages taken from the consumer per Arrow batch: the first batches are small (a short
 # range answers quickly), later ones grow to this
 _FIRST_CHUNK = 1000
@@ -203,103 +192,6 @@ async def _bounds(opts: _Options) -> tuple[int, int]:
         await nc.close()
 
 
-def _token(reply: str, at: int) -> int:
-    """The number at token ``at`` of an ack subject (-1: none there)."""
-    try:
-        return int(reply.split(".")[at])
-    except (IndexError, ValueError):
-        return -1
-
-
-# digits of a timestamp in nanoseconds (from 2001-09-09 to 2286-11-20)
-_TS_DIGITS = 19
-_TS_WINDOW = np.arange(_TS_DIGITS)
-_DOT = ord(".")
-
-
-def _run_numbers(replies: list[str]) -> tuple[pa.Array, pa.Array] | None:
-    """The stream sequences and timestamps (ns) of ack subjects ending in ``.<stream seq>.
-    <consumer seq>.<time>.<pending>``, when the stream sequences are those from the
-    first's to the last's one by one (no gap: the common case, read from two subjects)
-    and every time has 19 digits; else None.
-
-    The times are cut from the subjects joined in one buffer, found by the dot before
-    each pending count (a few vectorised steps back from each subject's end), and
-    converted by Arrow: nothing per message in Python. Ordered-consumer stream
-    sequences ascend, so n of them from ``first`` to ``first + n - 1`` are all of those.
-    """
-    n = len(replies)
-    first = _token_from_end(replies[0], 4)
-    last = _token_from_end(replies[-1], 4)
-    if first < 0 or last - first != n - 1:
-        return None
-    joined = "".join(replies).encode()
-    ends = np.cumsum(np.fromiter(map(len, replies), np.int64, n))
-    if int(ends[-1]) != len(joined):  # not ASCII: lengths in characters are not bytes
-        return None
-    buf = np.frombuffer(joined, np.uint8)
-    # the dot before each pending count (of at least one digit)
-    dot = ends - 2
-    todo = np.flatnonzero(buf[dot] != _DOT)
-    for _ in range(21):
-        if not todo.size:
-            break
-        dot[todo] -= 1
-        todo = todo[buf[dot[todo]] != _DOT]
-    else:
-        return None
-    start = dot - _TS_DIGITS
-    if start.min() < 1 or (buf[start - 1] != _DOT).any():
-        return None
-    digits = np.ascontiguousarray(buf[start[:, None] + _TS_WINDOW])
-    offsets = np.arange(0, _TS_DIGITS * n + 1, _TS_DIGITS, dtype=np.int32)
-    text = pa.Array.from_buffers(
-        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(digits)]
-    )
-    try:
-        nanos = pc.cast(text, pa.int64())
-    except pa.ArrowInvalid:
-        return None
-    return pa.array(np.arange(first, last + 1, dtype=np.int64)), nanos
-
-
-def _token_from_end(reply: str, back: int) -> int:
-    """The number ``back`` tokens before the last of an ack subject (-1: none)."""
-    try:
-        return int(reply.rsplit(".", back)[1])
-    except (IndexError, ValueError):
-        return -1
-
-
-def _strings(values: list[str]) -> pa.Array:
-    """``values`` as an Arrow string array; one subject repeated (a stream of one subject,
-    the common case) is laid out at once rather than copied value by value."""
-    n = len(values)
-    one = values[0] if n else ""
-    if n < 2 or values.count(one) != n or len(one) * n > 1 << 28:
-        return pa.array(values, pa.string())
-    raw = one.encode()
-    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
-    return pa.Array.from_buffers(
-        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)]
-    )
-
-
-def _header_items(raw: bytes | None) -> list[tuple[str, str]] | None:
-    """A message's headers as map entries; a header given several times keeps its values
-    joined by ", "."""
-    if not raw:
-        return None
-    h = parse_headers(raw)[2]
-    return [(k, ", ".join(h.get_all(k))) for k in h]
-
-
-_subject_of = attrgetter("subject")
-_payload_of = attrgetter("payload")
-_reply_of = attrgetter("reply")
-_hdr_of = attrgetter("hdr")
-
-
 class _RangeReader:
     """Reads the messages of one sequence range, an Arrow batch at a time."""
 
@@ -314,14 +206,15 @@ class _RangeReader:
         self.it: OrderedStream | None = None
         self.done = False
         self.chunk_size = _FIRST_CHUNK
-        # positions of the stream sequence, timestamp and pending count among the tokens
-        # of an ack subject (learnt from the first: 9 tokens in v1, 11 or more in v2)
-        self._tokens: tuple[int, int, int] | None = None
-        self._pending_last = False
+        # where the stream sequence, the time and the pending count are among the tokens
+        # of an ack subject (learnt from the first)
+        self._layout: Layout | None = None
 
     async def open(self) -> None:
         o = self.opts
         self.nc = nc = await o.conn.connect()
+        # the consumer's messages come in runs cut out of each feed at once
+        nc._use_bulk_parse(frame_run)
         js = o.conn.jetstream(nc)
         try:
             stream = await js.stream(o.stream)
@@ -344,34 +237,27 @@ class _RangeReader:
         batch = min(_PULL_BATCH, self.end - self.first)
         # the idle heartbeat of OrderedConsumer.messages(expires=5.0)
         pull = PullOptions(batch=batch, expires=5.0, heartbeat=2.5)
-        self.it = it = OrderedStream(oc, pull, raw=True)
+        self.it = it = OrderedStream(oc, pull, runs=True)
         await it.__aenter__()
 
-    def _learn(self, reply: str) -> tuple[int, int, int]:
-        """Where the stream sequence, the timestamp and the pending count are among the
-        tokens of the ack subjects (all alike for one consumer): learnt from the first."""
-        if self._tokens is None:
-            n = reply.count(".") + 1
-            self._tokens = (5, 7, 8) if n == 9 else (7, 9, 10)
-            # 9 tokens (v1) or exactly 11 (v2): the pending count is the last token
-            self._pending_last = n in (9, 11)
-        return self._tokens
+    def _learn(self, reply: str | None) -> Layout:
+        """The layout of the consumer's ack subjects, learnt from the first."""
+        if self._layout is None:
+            self._layout = Layout.of(reply or "")
+        return self._layout
 
-    def _last_one(self, reply: str) -> bool:
+    def _last_one(self, reply: str | None) -> bool:
         """True if the message of ``reply`` ends the range: the last sequence of it, or
         of the stream."""
-        seq, _, pending = self._learn(reply)
-        tokens = reply.split(".")
-        try:
-            return int(tokens[seq]) >= self.end - 1 or int(tokens[pending]) == 0
-        except (IndexError, ValueError):
-            return False
+        layout = self._learn(reply)
+        seq = token(reply, layout.seq_at)
+        return seq >= self.end - 1 or token(reply, layout.pending_at) == 0
 
     async def chunk(self) -> pa.RecordBatch | None:
         """The next messages of the range as one Arrow batch; None when there are none.
 
         The messages are taken a run at a time (what one read of the socket brought),
-        as the parser's ops: their fields go into Arrow columns a run at a time."""
+        and their fields go into Arrow columns a run at a time."""
         it = self.it
         if self.done or it is None:
             return None
@@ -379,78 +265,55 @@ class _RangeReader:
         # distinct and ascending), so nothing past it is waited for
         want = min(self.chunk_size, self.end - self.next_seq)
         self.chunk_size = min(self.chunk_size * 2, _MAX_CHUNK)
-        ops: list[MsgOp] = []
+        runs: list[MsgRun] = []
+        got = 0
         wait = self.opts.conn.timeout
         try:
-            while len(ops) < want:
+            while got < want:
                 # about to wait for the network: if the last message ends the range
                 # (or the stream), nothing more is coming for it
-                if ops and not it.pending and self._last_one(ops[-1].reply or ""):
+                if runs and not it.pending and self._last_one(runs[-1].reply(-1)):
                     break
-                ops += await it.take_ops(wait)
+                more = await it.take_runs(wait)
+                runs += more
+                got += sum(map(len, more))
         except (NatsError, StopAsyncIteration):
             # nothing more arrives: the rest of the range was deleted or expired
             self.done = True
-        if not ops:
+        if not runs:
             self.done = True
             return None
-        # the header blocks are looked at only when some message has one
-        raws = list(map(_hdr_of, ops)) if any(map(_hdr_of, ops)) else [None] * len(ops)
-        return self._batch(
-            list(map(_subject_of, ops)),
-            list(map(_payload_of, ops)),
-            list(map(_reply_of, ops)),
-            raws,
-        )
+        return self._batch(runs)
 
-    def _batch(
-        self,
-        subjects: list[str],
-        datas: list[bytes],
-        replies: list[str],
-        raws: list[bytes | None],
-    ) -> pa.RecordBatch:
-        seq_at, ts_at, pending_at = self._learn(replies[0])
-        n = len(replies)
-        numbers = _run_numbers(replies) if self._pending_last else None
-        if numbers is None:
-            reply_array = pa.array(replies, pa.string())
-            if self._pending_last:
-                # the last four tokens: stream sequence, consumer sequence, time, pending
-                tokens = pc.split_pattern(reply_array, ".", max_splits=4, reverse=True)
-                seq_at, ts_at = 1, 3
-            else:
-                tokens = pc.split_pattern(reply_array, ".")
-            seqs = pc.cast(pc.list_element(tokens, seq_at), pa.int64())
-            nanos = pc.cast(pc.list_element(tokens, ts_at), pa.int64())
-            if n > 1 and not pc.all(pc.greater(seqs[1:], seqs[: n - 1])).as_py():
-                # the ordered consumer hands over ascending stream sequences, always
-                raise JetStreamError(
-                    f"stream {self.opts.stream!r}: the ordered read of [{self.first}, "
-                    f"{self.end}) went back in sequence"
-                )
+    def _batch(self, runs: list[MsgRun]) -> pa.RecordBatch:
+        layout = self._learn(runs[0].reply(0))
+        parts = [run_columns(run, layout) for run in runs]
+        if len(parts) == 1:
+            subjects, datas, headers, seqs, nanos = parts[0]
         else:
-            seqs, nanos = numbers
+            subjects, datas, headers, seqs, nanos = map(pa.concat_arrays, zip(*parts, strict=True))
+        n = len(seqs)
+        if n > 1 and not pc.all(pc.greater(seqs[1:], seqs[: n - 1])).as_py():
+            # the ordered consumer hands over ascending stream sequences, always
+            raise JetStreamError(
+                f"stream {self.opts.stream!r}: the ordered read of [{self.first}, "
+                f"{self.end}) went back in sequence"
+            )
         last = seqs[n - 1].as_py()
         if last >= self.end:
             # the tail of the batch lies past the range: cut it off
             n = int(pc.sum(pc.less(seqs, self.end)).as_py() or 0)
             self.done = True
-            del subjects[n:], datas[n:], raws[n:]
+            subjects, datas, headers = subjects[:n], datas[:n], headers[:n]
             seqs = seqs[:n]
             nanos = nanos[:n]
             last = seqs[n - 1].as_py() if n else self.end
-        elif last >= self.end - 1 or _token(replies[n - 1], pending_at) == 0:
+        elif last >= self.end - 1 or token(runs[-1].reply(-1), layout.pending_at) == 0:
             self.done = True
         self.next_seq = last + 1
         stamps = pc.divide(nanos, 1000).cast(pa.timestamp("us", tz="UTC"))
-        if any(raws):
-            headers = pa.array(list(map(_header_items, raws)), _HEADERS_TYPE)
-        else:
-            headers = pa.nulls(n, _HEADERS_TYPE)
         return pa.RecordBatch.from_arrays(
-            [_strings(subjects), pa.array(datas, pa.binary()), headers, seqs, stamps],
-            schema=ARROW_SCHEMA,
+            [subjects, datas, headers, seqs, stamps], schema=ARROW_SCHEMA
         )
 
     async def close(self) -> None:

@@ -408,26 +408,31 @@ async def test_ordered_stream_checks_a_run_at_once_and_cuts_it_at_a_gap(
     assert oc.stream_seq == 60
 
 
-async def test_take_ops_reads_a_raw_stream_only(js: JetStream) -> None:
+async def test_take_runs_reads_a_stream_of_runs_only(js: JetStream) -> None:
     from jetstream._pull import PullOptions
     from jetstream.ordered import OrderedStream
+    from jetstream.protocol.ops import Msg, MsgRun
 
     s = await js.create_stream(StreamConfig(name="ORAW", subjects=["oraw"]))
     await publish_many(js, "oraw", 3)
     oc = await s.ordered_consumer()
     async with oc.messages() as it:
         with pytest.raises(TypeError):
-            await it.take_ops(1.0)
-    async with OrderedStream(oc, PullOptions(batch=10, expires=5.0), raw=True) as raw:
+            await it.take_runs(1.0)
+    async with OrderedStream(oc, PullOptions(batch=10, expires=5.0), runs=True) as runs:
         with pytest.raises(TypeError):
-            await raw.take_many(1.0)
-        ops = await raw.take_ops(5.0)
-        assert [op.payload for op in ops] == [b"0", b"1", b"2"]
-        assert not isinstance(ops[0], JsMsg)
+            await runs.take_many(1.0)
+        got: list[MsgRun] = []
+        async with asyncio.timeout(10):
+            while sum(map(len, got)) < 3:
+                got += await runs.take_runs(5.0)
+        assert all(isinstance(run, MsgRun) for run in got)
+        assert [op.payload for run in got for op in run.ops(Msg)] == [b"0", b"1", b"2"]
+        assert runs.pending == 0
     push = await s.ordered_consumer(push=True)
     with pytest.raises(TypeError):
-        async with OrderedStream(push, PullOptions(), raw=True) as raw:
-            await raw.take_ops(1.0)
+        async with OrderedStream(push, PullOptions(), runs=True) as runs:
+            await runs.take_runs(1.0)
 
 
 async def test_a_refill_goes_out_while_the_reader_still_takes_from_its_buffer(

@@ -11,6 +11,7 @@ import pytest
 
 import jetstream
 from jetstream.embedded import NatsServer
+from jetstream.protocol.ops import Msg, OpsRun
 from jetstream.spark._source import ARROW_SCHEMA, _Options, _RangeReader, _read_range, read_batches
 from tests.spark.helpers import make_stream, publish
 
@@ -93,13 +94,9 @@ def test_a_batch_from_ack_subjects_of_each_layout(layout: str) -> None:
     base = 1_700_000_000_123_456_789
     seqs = [10, 12, 15, 16, 17]  # a gap, then two past the end of the range
     replies = [layout.format(seq=s, ts=base + s, pending=20 - s) for s in seqs]
-    reader._learn(replies[0])
-    batch = reader._batch(
-        ["s"] * 5,
-        [b"%d" % s for s in seqs],
-        replies,
-        [None, b"NATS/1.0\r\nk: v\r\n\r\n", *[None] * 3],
-    )
+    raws = [None, b"NATS/1.0\r\nk: v\r\n\r\n", *[None] * 3]
+    ops = [Msg("s", 1, r, b"%d" % s, h) for r, s, h in zip(replies, seqs, raws, strict=True)]
+    batch = reader._batch([OpsRun(ops[:2]), OpsRun(ops[2:])])
     assert batch.column("sequence").to_pylist() == [10, 12, 15]
     assert batch.column("data").to_pylist() == [b"10", b"12", b"15"]
     assert batch.column("headers").to_pylist() == [None, [("k", "v")], None]
@@ -108,17 +105,19 @@ def test_a_batch_from_ack_subjects_of_each_layout(layout: str) -> None:
     assert reader.done and reader.next_seq == 16
 
 
+def _run(replies: list[str]) -> OpsRun:
+    return OpsRun([Msg("s", 1, r, b"") for r in replies])
+
+
 def _by_split(reader: _RangeReader, replies: list[str]) -> tuple[list[int], list[object]]:
     """A batch's sequences and times with the fast path off (every subject split)."""
-    import jetstream.spark._source as source
+    import jetstream.spark._columns as columns
 
-    fast, source._run_numbers = source._run_numbers, lambda replies: None  # type: ignore[assignment]
+    fast, columns._run_numbers = columns._run_numbers, lambda replies: None  # type: ignore[assignment]
     try:
-        batch = reader._batch(
-            ["s"] * len(replies), [b""] * len(replies), replies, [None] * len(replies)
-        )
+        batch = reader._batch([_run(replies)])
     finally:
-        source._run_numbers = fast  # type: ignore[assignment]
+        columns._run_numbers = fast  # type: ignore[assignment]
     return batch.column("sequence").to_pylist(), batch.column("timestamp").to_pylist()
 
 
@@ -135,7 +134,7 @@ def _by_split(reader: _RangeReader, replies: list[str]) -> tuple[list[int], list
 def test_the_sequences_and_times_of_a_run_agree_with_splitting_each_subject(
     name: str, seqs: list[int], stamps: list[int] | None
 ) -> None:
-    from jetstream.spark._source import _run_numbers
+    from jetstream.spark._columns import _run_numbers
 
     stream = "Sé" if "ASCII" in name else "S"
     base = 1_700_000_000_123_456_789
@@ -147,11 +146,9 @@ def test_the_sequences_and_times_of_a_run_agree_with_splitting_each_subject(
     ]
     opts = _Options.parse({"servers": "nats://127.0.0.1:1", "stream": stream})
     fast = _RangeReader(opts, seqs[0], 10**9)
-    fast._learn(replies[0])
-    batch = fast._batch(["s"] * 40, [b""] * 40, list(replies), [None] * 40)
+    batch = fast._batch([_run(replies)])
     got = batch.column("sequence").to_pylist(), batch.column("timestamp").to_pylist()
     slow = _RangeReader(opts, seqs[0], 10**9)
-    slow._learn(replies[0])
     assert got == _by_split(slow, replies)
     assert got[0] == seqs
     # the fast path takes the runs without a gap and with 19-digit times, in ASCII
@@ -165,31 +162,37 @@ def test_the_sequences_and_times_of_a_run_agree_with_splitting_each_subject(
 )
 def test_a_subject_column_is_the_subjects(subjects: list[str]) -> None:
     """One subject repeated is laid out at once; any other mix goes value by value."""
-    from jetstream.spark._source import _strings
+    from jetstream.spark._columns import strings
 
-    column = _strings(subjects)
+    column = strings(subjects)
     column.validate(full=True)
     assert column.type == pa.string()
     assert column.to_pylist() == subjects
 
 
+@pytest.mark.parametrize("found", [False, True], ids=["ops", "found in the bytes"])
 def test_a_gap_inside_a_run_cuts_it_there_and_the_read_goes_on_after_it(
-    nats_server: NatsServer,
+    nats_server: NatsServer, found: bool
 ) -> None:
     """A run whose consumer sequences skip one is handed over up to the gap; the consumer
     is made again from the stream sequence after the last message handed over, so every
-    message still comes once, in order."""
-    from jetstream._pull import MessageStream, PullOptions
+    message still comes once, in order. Whether the run is of the parser's ops or was
+    found in the feed's bytes by the source's bulk parser."""
+    from jetstream._pull import PullOptions
+    from jetstream._runs import RunStream
     from jetstream.message import parse_ack_subject
     from jetstream.ordered import OrderedStream
-    from jetstream.protocol.ops import Msg as MsgOp
+    from jetstream.protocol.ops import MsgRun
+    from jetstream.spark._frames import frame_run
+    from tests.unit.test_parser_properties import encode
 
-    def parse_seq(reply: str | None) -> int:
-        return parse_ack_subject(reply or "").sequence.stream
+    def parse_seqs(runs: list[MsgRun]) -> list[int]:
+        replies = [run.reply(i) for run in runs for i in range(len(run))]
+        return [parse_ack_subject(r or "").sequence.stream for r in replies]
 
     url = nats_server.url
     make_stream(url, "GAP", ["gap.*"])
-    publish(url, "gap.a", [b"%d" % i for i in range(60)])
+    publish(url, "gap.a", [b"%d" % i for i in range(200)])
 
     def renumber(reply: str, tail_dots: int, sseq: int, cseq: int) -> str:
         tokens = reply.split(".")
@@ -199,29 +202,38 @@ def test_a_gap_inside_a_run_cuts_it_there_and_the_read_goes_on_after_it(
 
     async def read() -> tuple[list[int], int]:
         async with jetstream.connect(url) as nc:
+            nc._use_bulk_parse(frame_run)
             oc = await (await nc.jetstream().stream("GAP")).ordered_consumer()
             seqs: list[int] = []
-            opts = PullOptions(batch=10, expires=5.0, heartbeat=2.5)
-            async with OrderedStream(oc, opts, raw=True) as it:
-                run = await it.take_ops(5.0)
-                seqs += [parse_seq(op.reply) for op in run]
-                # the connection hands over a run with consumer sequence c + 2 missing
+            opts = PullOptions(batch=40, expires=5.0, heartbeat=2.5)
+            async with OrderedStream(oc, opts, runs=True) as it:
+                runs = await it.take_runs(5.0)
+                seqs += parse_seqs(runs)
+                # the connection hands over a run with consumer sequence c + 6 missing
                 k, c, s = oc._tail_dots, oc._consumer_seq, seqs[-1]
                 inner = it._inner
-                assert isinstance(inner, MessageStream)
+                assert isinstance(inner, RunStream)
+                last = runs[-1].reply(-1) or ""
                 fake = [
-                    MsgOp("gap.a", inner._sid, renumber(run[-1].reply or "", k, s + d, c + d), b"")
-                    for d in (1, 3, 4)
+                    Msg("gap.a", inner._sid, renumber(last, k, s + d, c + d), b"")
+                    for d in (*range(1, 6), *range(7, 30))
                 ]
-                assert inner._deliver_many(fake, 0)
-                cut = await it.take_ops(5.0)
-                assert [parse_seq(op.reply) for op in cut] == [s + 1]
-                seqs.append(s + 1)
-                while seqs[-1] < 60:
-                    seqs += [parse_seq(op.reply) for op in await it.take_ops(5.0)]
+                if found:
+                    _, run = frame_run(b"".join(map(encode, fake)), 0, 4096, 1 << 20)
+                    assert run is not None and len(run) == len(fake)
+                    inner._deliver_run(run)
+                else:
+                    assert inner._deliver_many(fake, 0)
+                # a run that fails the check is handed over message by message, up to
+                # the gap (then the consumer is made again after the last one)
+                cut = await it.take_runs(5.0)
+                assert parse_seqs(cut) == [s + 1]
+                seqs += parse_seqs(cut)
+                while seqs[-1] < 200:
+                    seqs += parse_seqs(await it.take_runs(5.0))
             await oc.delete()
             return seqs, oc.resets
 
     seqs, resets = asyncio.run(read())
-    assert seqs == list(range(1, 61))
+    assert seqs == list(range(1, 201))
     assert resets == 1

@@ -1,0 +1,285 @@
+"""The source's Arrow columns of a run of messages: the subject, the payload, the header
+map, and the stream sequence and time cut out of each ack subject.
+
+A run found in the feed's bytes (``FrameRun``) gives its columns without a Python object
+per message; a run of the parser's ops (``OpsRun``: a message the bulk parser left, one
+with a header block) gives them from lists of its fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..protocol.headers import parse_headers
+from ..protocol.ops import Msg, MsgRun
+from ._frames import FrameRun, Ints, digits, windows
+
+__all__ = ["ARROW_SCHEMA", "Columns", "Layout", "run_columns", "strings", "token"]
+
+#: the source's rows (``_source.SCHEMA``) as Spark wants them in Arrow batches
+ARROW_SCHEMA = pa.schema(
+    [
+        ("subject", pa.string()),
+        ("data", pa.binary()),
+        ("headers", pa.map_(pa.string(), pa.string())),
+        ("sequence", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+    ]
+)
+HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
+# digits of a timestamp in nanoseconds (from 2001-09-09 to 2286-11-20)
+_TS_DIGITS = 19
+_DOT = ord(".")
+# the bytes before a reply's end where the dot before its pending count lies
+_TAIL = 21
+#: runs of fewer of the parser's ops than this are read value by value
+_FEW = 8
+
+_subject_of = attrgetter("subject")
+_payload_of = attrgetter("payload")
+_reply_of = attrgetter("reply")
+_hdr_of = attrgetter("hdr")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the stream sequence, the time and the pending count are among the tokens of
+    one consumer's ack subjects (9 tokens in v1, 11 or more in v2), learnt from one."""
+
+    tokens: int
+    seq_at: int
+    ts_at: int
+    pending_at: int
+
+    @classmethod
+    def of(cls, reply: str) -> Layout:
+        n = reply.count(".") + 1
+        return cls(n, *((5, 7, 8) if n == 9 else (7, 9, 10)))
+
+    @property
+    def pending_last(self) -> bool:
+        """The pending count is the last token (9 tokens, or exactly 11)."""
+        return self.tokens in (9, 11)
+
+
+class Columns(NamedTuple):
+    subjects: pa.Array
+    datas: pa.Array
+    headers: pa.Array
+    seqs: pa.Array
+    nanos: pa.Array
+
+
+def token(reply: str | None, at: int) -> int:
+    """The number at token ``at`` of an ack subject (-1: none there)."""
+    try:
+        return int((reply or "").split(".")[at])
+    except (IndexError, ValueError):
+        return -1
+
+
+def run_columns(run: MsgRun, layout: Layout) -> Columns:
+    """The columns of ``run`` (its ack subjects of ``layout``)."""
+    if isinstance(run, FrameRun):
+        numbers = _frame_numbers(run, layout)
+        if numbers is not None:
+            n = len(run)
+            return Columns(run.subjects(), run.payloads(), pa.nulls(n, HEADERS_TYPE), *numbers)
+        return Columns(
+            run.subjects(),
+            run.payloads(),
+            pa.nulls(len(run), HEADERS_TYPE),
+            *_split_numbers([run.reply(i) for i in range(len(run))], layout),
+        )
+    ops: list[Msg] = run.ops(Msg)
+    if len(ops) < _FEW:
+        return _few_columns(ops, layout)
+    raws = list(map(_hdr_of, ops))
+    if any(raws):
+        headers = pa.array(list(map(_header_items, raws)), HEADERS_TYPE)
+    else:
+        headers = pa.nulls(len(ops), HEADERS_TYPE)
+    replies = list(map(_reply_of, ops))
+    numbers = _run_numbers(replies) if layout.pending_last else None
+    return Columns(
+        strings(list(map(_subject_of, ops))),
+        pa.array(list(map(_payload_of, ops)), pa.binary()),
+        headers,
+        *(numbers or _split_numbers(replies, layout)),
+    )
+
+
+def _few_columns(ops: list[Msg], layout: Layout) -> Columns:
+    """The columns of a few messages (the one a bulk parser left at the start of a feed,
+    cut by the read before): value by value, as numbers and arrays cost more to set
+    up than a few ops take to read."""
+    replies = [op.reply for op in ops]
+    if any(op.hdr for op in ops):
+        headers = pa.array([_header_items(op.hdr) for op in ops], HEADERS_TYPE)
+    else:
+        headers = pa.nulls(len(ops), HEADERS_TYPE)
+    return Columns(
+        pa.array([op.subject for op in ops], pa.string()),
+        pa.array([op.payload for op in ops], pa.binary()),
+        headers,
+        pa.array([token(r, layout.seq_at) for r in replies], pa.int64()),
+        pa.array([token(r, layout.ts_at) for r in replies], pa.int64()),
+    )
+
+
+def _frame_numbers(run: FrameRun, layout: Layout) -> tuple[pa.Array, pa.Array] | None:
+    """The stream sequences and times of a run found in the bytes, cut out of its ack
+    subjects there (None when a reply does not have the layout's tokens, or a number is
+    not one).
+
+    Where the pending count is the last token, the dot before it is the last dot in the
+    20 bytes before each reply's end (a count has 1 to 20 digits), and the time the 19
+    digits before that dot; otherwise every dot of the replies is found at once, and
+    each reply's by a search from its end. The stream sequences of a run without a gap
+    (the first's to the last's one by one: the common case) are not read one by one."""
+    a = np.frombuffer(run.data, np.uint8)
+    start, end = run.reply_bounds()
+    if layout.pending_last:
+        back = np.argmax(windows(a, end - _TAIL, _TAIL)[:, ::-1] == _DOT, axis=1)
+        ts_end = end - 1 - back  # the last dot (or the reply's end, when there is none)
+        ts_start = ts_end - _TS_DIGITS
+        if not ((a[ts_end] == _DOT) & (a[ts_start - 1] == _DOT) & (ts_start > start)).all():
+            return None
+        seq_start = seq_end = None
+    else:
+        lo = int(start[0])
+        dots = np.flatnonzero(a[lo : int(end[-1])] == _DOT)
+        dots += lo
+        last = np.searchsorted(dots, end)  # past each reply's last dot
+        if not (last - np.searchsorted(dots, start) == layout.tokens - 1).all():
+            return None
+        first = last - (layout.tokens - 1)  # each reply's first dot; token k ends at dot k
+        ts_start = dots[first + layout.ts_at - 1] + 1
+        ts_end = dots[first + layout.ts_at]
+        seq_start = dots[first + layout.seq_at - 1] + 1
+        seq_end = dots[first + layout.seq_at]
+        if not (ts_end - ts_start == _TS_DIGITS).all():
+            return None
+    nanos = _times(a, ts_start)
+    if nanos is None:
+        return None
+    n = len(run)
+    first_seq = token(run.reply(0), layout.seq_at)
+    if first_seq >= 0 and token(run.reply(n - 1), layout.seq_at) == first_seq + n - 1:
+        # one by one: they ascend, so these are all of them
+        return pa.array(np.arange(first_seq, first_seq + n, dtype=np.int64)), nanos
+    if seq_start is None or seq_end is None:
+        # the sequence ends at the dot 21 or more bytes before the time's
+        replies = [run.reply(i) for i in range(n)]
+        seqs = pa.array([token(r, layout.seq_at) for r in replies], pa.int64())
+        return (seqs, nanos) if pc.min(seqs).as_py() >= 0 else None
+    seqs_, ok = digits(a, seq_start, seq_end)
+    return (pa.array(seqs_), nanos) if ok.all() else None
+
+
+def _times(buf: npt.NDArray[np.uint8], start: Ints) -> pa.Array | None:
+    """The 19-digit times at ``start`` in ``buf``, read by Arrow (None: not all digits)."""
+    n = len(start)
+    text = np.ascontiguousarray(windows(buf, start, _TS_DIGITS))
+    offsets = np.arange(0, _TS_DIGITS * n + 1, _TS_DIGITS, dtype=np.int32)
+    strings = pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text)]
+    )
+    try:
+        return pc.cast(strings, pa.int64())
+    except pa.ArrowInvalid:
+        return None
+
+
+def _split_numbers(replies: list[str], layout: Layout) -> tuple[pa.Array, pa.Array]:
+    """The stream sequences and times of ``replies``, each split into its tokens."""
+    reply_array = pa.array(replies, pa.string())
+    seq_at, ts_at = layout.seq_at, layout.ts_at
+    if layout.pending_last:
+        # the last four tokens: stream sequence, consumer sequence, time, pending
+        tokens = pc.split_pattern(reply_array, ".", max_splits=4, reverse=True)
+        seq_at, ts_at = 1, 3
+    else:
+        tokens = pc.split_pattern(reply_array, ".")
+    return (
+        pc.cast(pc.list_element(tokens, seq_at), pa.int64()),
+        pc.cast(pc.list_element(tokens, ts_at), pa.int64()),
+    )
+
+
+def _run_numbers(replies: list[str]) -> tuple[pa.Array, pa.Array] | None:
+    """The stream sequences and timestamps (ns) of ack subjects ending in ``.<stream seq>.
+    <consumer seq>.<time>.<pending>``, when the stream sequences are those from the
+    first's to the last's one by one (no gap: the common case, read from two subjects)
+    and every time has 19 digits; else None.
+
+    The times are cut from the subjects joined in one buffer, found by the dot before
+    each pending count (a few vectorised steps back from each subject's end), and
+    converted by Arrow: nothing per message in Python. Ordered-consumer stream
+    sequences ascend, so n of them from ``first`` to ``first + n - 1`` are all of those.
+    """
+    n = len(replies)
+    first = _token_from_end(replies[0], 4)
+    last = _token_from_end(replies[-1], 4)
+    if first < 0 or last - first != n - 1:
+        return None
+    joined = "".join(replies).encode()
+    ends = np.cumsum(np.fromiter(map(len, replies), np.int64, n))
+    if int(ends[-1]) != len(joined):  # not ASCII: lengths in characters are not bytes
+        return None
+    buf = np.frombuffer(joined, np.uint8)
+    # the dot before each pending count (of at least one digit)
+    dot = ends - 2
+    todo = np.flatnonzero(buf[dot] != _DOT)
+    for _ in range(21):
+        if not todo.size:
+            break
+        dot[todo] -= 1
+        todo = todo[buf[dot[todo]] != _DOT]
+    else:
+        return None
+    start = dot - _TS_DIGITS
+    if start.min() < 1 or (buf[start - 1] != _DOT).any():
+        return None
+    nanos = _times(buf, start)
+    if nanos is None:
+        return None
+    return pa.array(np.arange(first, last + 1, dtype=np.int64)), nanos
+
+
+def _token_from_end(reply: str, back: int) -> int:
+    """The number ``back`` tokens before the last of an ack subject (-1: none)."""
+    try:
+        return int(reply.rsplit(".", back)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def strings(values: list[str]) -> pa.Array:
+    """``values`` as an Arrow string array; one subject repeated (a stream of one subject,
+    the common case) is laid out at once rather than copied value by value."""
+    n = len(values)
+    one = values[0] if n else ""
+    if n < 2 or values.count(one) != n or len(one) * n > 1 << 28:
+        return pa.array(values, pa.string())
+    raw = one.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)]
+    )
+
+
+def _header_items(raw: bytes | None) -> list[tuple[str, str]] | None:
+    """A message's headers as map entries; a header given several times keeps its values
+    joined by ", "."""
+    if not raw:
+        return None
+    h = parse_headers(raw)[2]
+    return [(k, ", ".join(h.get_all(k))) for k in h]
