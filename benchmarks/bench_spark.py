@@ -3,8 +3,9 @@ same in one process, then the foreachBatch sink.
 
 Source: a batch read (``spark.read.format("jetstream")`` into ``noop``) of a stream of N
 messages of 100 bytes (``--messages``, 400,000 by default) against a plain ordered consumer
-reading the same stream in this process, and against Spark alone moving the same rows from
-an in-memory Python data source into ``noop`` (Spark's own share of the read).
+reading the same stream in this process; also the source reading two ranges side by side
+(``partitions=2``), and Spark alone moving the same rows from an in-memory Python data
+source into ``noop`` (Spark's own share of the read).
 Writer: ``df.write.format("jetstream")`` of N rows of 100 bytes (a job id: one message id
 per row) against ``publish_async`` of the same messages, with message ids, from this
 process. They take turns, round after round (``--repeat``), and the best run of each
@@ -144,18 +145,14 @@ def plain_read(url: str, n: int) -> float:
     return asyncio.run(go())
 
 
-def spark_read(spark: Any, url: str) -> float:
-    """Seconds for ``spark.read.format("jetstream")`` to read the stream into ``noop``."""
+def spark_read(spark: Any, url: str, partitions: int = 0) -> float:
+    """Seconds for ``spark.read.format("jetstream")`` to read the stream into ``noop``
+    (in ``partitions`` ranges side by side; 0: the source's default, one)."""
+    reader = spark.read.format("jetstream").option("servers", url).option("stream", READ_STREAM)
+    if partitions:
+        reader = reader.option("partitions", str(partitions))
     t0 = time.perf_counter()
-    (
-        spark.read.format("jetstream")
-        .option("servers", url)
-        .option("stream", READ_STREAM)
-        .load()
-        .write.format("noop")
-        .mode("overwrite")
-        .save()
-    )
+    (reader.load().write.format("noop").mode("overwrite").save())
     return time.perf_counter() - t0
 
 
@@ -280,6 +277,7 @@ def bench_source(
     runs = {
         "plain consumer": lambda: plain_read(url, n),
         "spark source": lambda: spark_read(spark, url),
+        "spark source, 2 ranges": lambda: spark_read(spark, url, 2),
         "spark alone": lambda: memory_read(spark),
     }
     best = dict.fromkeys(runs, float("inf"))
@@ -553,16 +551,19 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     if source:
         report(
-            [m for m in source if m.impl != "spark alone"],
+            [m for m in source if m.impl in ("spark source", "plain consumer")],
             title="PySpark source: batch read against a plain ordered consumer (rows/s)",
             json_output=args.json,
             ours="spark source",
             baseline="plain consumer",
         )
-        alone = next(m for m in source if m.impl == "spark alone")
+        plain = _rate(source, "plain consumer")
+        two = _rate(source, "spark source, 2 ranges")
+        alone = _rate(source, "spark alone")
+        print(f"spark source, 2 ranges side by side: {two:,.0f} rows/s, {two / plain:.2f}x")
         print(
-            f"spark alone (the same rows from memory, no NATS): {alone.ops_per_s:,.0f} rows/s; "
-            f"the source reads at {_rate(source, 'spark source') / alone.ops_per_s:.2f}x of it"
+            f"spark alone (the same rows from memory, no NATS): {alone:,.0f} rows/s; "
+            f"the source reads at {_rate(source, 'spark source') / alone:.2f}x of it"
         )
     if writer:
         report(

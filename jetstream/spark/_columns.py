@@ -139,23 +139,32 @@ def _frame_numbers(run: FrameRun, layout: Layout) -> tuple[pa.Array, pa.Array] |
     subjects there (None when a reply does not have the layout's tokens, or a number is
     not one).
 
-    Where the pending count is the last token, the dot before it is the last dot in the
-    20 bytes before each reply's end (a count has 1 to 20 digits), and the time the 19
-    digits before that dot; otherwise every dot of the replies is found at once, and
-    each reply's by a search from its end. The stream sequences of a run without a gap
-    (the first's to the last's one by one: the common case) are not read one by one."""
+    Where the pending count is the last token, the dot before it is where the first
+    reply has it, from the end (when it is a dot in every reply: counts of one width),
+    else the last dot in the 20 bytes before each reply's end (a count has 1 to 20
+    digits), and the time the 19 digits before that dot; otherwise every dot of the
+    replies is found at once, and each reply's by a search from its end. The stream
+    sequences of a run without a gap (the first's to the last's one by one: the common
+    case) are not read one by one."""
     a = np.frombuffer(run.data, np.uint8)
     start, end = run.reply_bounds()
     if layout.pending_last:
-        back = np.argmax(windows(a, end - _TAIL, _TAIL)[:, ::-1] == _DOT, axis=1)
-        ts_end = end - 1 - back  # the last dot (or the reply's end, when there is none)
+        reply = run.reply(0)
+        k = len(reply) - reply.rfind(".")  # the first's last dot, from its end
+        ts_end = end - k
+        if not (a[ts_end] == _DOT).all():
+            # pending counts of other widths in the run: each one's last dot, within
+            # the 20 bytes before its end
+            back = np.argmax(windows(a, end - _TAIL, _TAIL)[:, ::-1] == _DOT, axis=1)
+            ts_end = end - 1 - back  # (the reply's end, when there is no dot there)
         ts_start = ts_end - _TS_DIGITS
         if not ((a[ts_end] == _DOT) & (a[ts_start - 1] == _DOT) & (ts_start > start)).all():
             return None
         seq_start = seq_end = None
     else:
         lo = int(start[0])
-        dots = np.flatnonzero(a[lo : int(end[-1])] == _DOT)
+        region = a[lo : int(end[-1])]
+        dots = np.flatnonzero(np.equal(region, _DOT, out=np.empty(len(region), np.bool_)))
         dots += lo
         last = np.searchsorted(dots, end)  # past each reply's last dot
         if not (last - np.searchsorted(dots, start) == layout.tokens - 1).all():

@@ -93,12 +93,20 @@ def digits(
     return value, ok
 
 
+def _special(a: npt.NDArray[np.uint8]) -> Ints:
+    """Where ``a`` has a byte below "!" or above "~" ((b - 33) wraps around below "!").
+    Computed in one array of the feed's size, reused: a new one for each step costs page
+    faults at every feed (past glibc's mmap threshold, each is mapped anew)."""
+    scratch = np.empty(len(a), np.uint8)
+    np.subtract(a, np.uint8(33), out=scratch)
+    return np.flatnonzero(np.greater(scratch, np.uint8(93), out=scratch.view(np.bool_)))
+
+
 def frame_run(data: bytes, pos: int, max_line: int, max_payload: int) -> tuple[int, MsgRun | None]:
     """The run of MSG ops to one sid at ``data[pos:]`` (see the module): ``(end, run)``,
     or ``(pos, None)`` when fewer than ``RUN_MIN`` ops make one."""
     a = np.frombuffer(data, np.uint8)
-    # below "!" or above "~": (b - 33) wraps around below "!" (uint8)
-    special = np.flatnonzero(a[pos:] - np.uint8(33) > np.uint8(93))
+    special = _special(a[pos:])
     special += pos
     lf = special[a[special] == 10]
     m = len(lf) // 2  # ops with their payload's LF in this feed

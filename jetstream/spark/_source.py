@@ -21,7 +21,9 @@ Options (Spark lowercases option names, so they are written in snake_case):
     start_time           ISO 8601 time: start at the first message stored at or after it
     end_seq              last sequence to read, inclusive (batch reads only)
     max_rows_per_batch   at most this many sequences per micro-batch
-    partitions           ranges per batch (default 2)
+    partitions           ranges per batch, read side by side (default 1: one reader, as a
+                         stream is one ordered log, like a Kafka topic partition; more
+                         split a large read over executors with cores to spare)
     user, password, token, creds, connect_timeout, tls_ca, tls_cert, tls_key,
     api_prefix, domain, timeout
 
@@ -125,7 +127,7 @@ class _Options:
             start_time,
             number_option(o, "end_seq", 0),
             number_option(o, "max_rows_per_batch", 1),
-            number_option(o, "partitions", 1) or 2,
+            number_option(o, "partitions", 1) or 1,
         )
 
 

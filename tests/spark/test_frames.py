@@ -216,9 +216,15 @@ LAYOUTS = {
     st.lists(subjects, min_size=1, max_size=3),
     st.integers(1, 10**15),
     st.lists(payloads, min_size=1, max_size=4),
+    st.sampled_from([10**7, 1000 + 20, 105, 10]),  # pending counts of one width, or not
 )
 def test_the_columns_of_a_run_are_those_of_its_ops(
-    layout: str, steps: list[int], names: list[str], first: int, datas: list[bytes]
+    layout: str,
+    steps: list[int],
+    names: list[str],
+    first: int,
+    datas: list[bytes],
+    pending: int,
 ) -> None:
     seqs = list(np.cumsum([first, *steps[1:]]))
     ops = [
@@ -226,7 +232,7 @@ def test_the_columns_of_a_run_are_those_of_its_ops(
             names[i % len(names)],
             5,
             LAYOUTS[layout].format(
-                seq=s, cseq=i + 1, ts=1_700_000_000_000_000_000 + 7919 * i, pending=10**7 - i
+                seq=s, cseq=i + 1, ts=1_700_000_000_000_000_000 + 7919 * i, pending=abs(pending - i)
             ),
             datas[i % len(datas)].replace(b"\n", b"."),
         )
