@@ -53,7 +53,7 @@ from .._pull import PullOptions
 from ..api import DeliverPolicy
 from ..errors import JetStreamError, NatsError, StreamNotFoundError
 from ..ordered import OrderedStream
-from ._columns import ARROW_SCHEMA, Layout, run_columns, token
+from ._columns import ARROW_SCHEMA, Layout, column_run, run_columns, token
 from ._common import (
     ConnectSpec,
     SparkConfigError,
@@ -62,7 +62,6 @@ from ._common import (
     number_option,
     run_sync,
 )
-from ._frames import frame_run
 
 if TYPE_CHECKING:
     from jetstream import Client, OrderedConsumer
@@ -216,7 +215,7 @@ class _RangeReader:
         o = self.opts
         self.nc = nc = await o.conn.connect()
         # the consumer's messages come in runs cut out of each feed at once
-        nc._use_bulk_parse(frame_run)
+        nc._use_bulk_parse(column_run)
         js = o.conn.jetstream(nc)
         try:
             stream = await js.stream(o.stream)

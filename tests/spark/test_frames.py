@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from jetstream.errors import ProtocolError
 from jetstream.protocol.ops import PING, Msg, MsgRun, Op, OpsRun
 from jetstream.protocol.parser import Parser
-from jetstream.spark._columns import Layout, run_columns
+from jetstream.spark._columns import ColumnRun, Layout, column_run, run_columns
 from jetstream.spark._frames import RUN_MIN, FrameRun, digits, frame_run, view_array
 from tests.unit.test_parser_properties import encode, feed_pieces, msgs, ops_strategy
 
@@ -37,20 +37,22 @@ def expand(ops: Sequence[Op]) -> list[Op]:
 
 def both(data: bytes, cuts: Sequence[int], **limits: int) -> tuple[object, object, int]:
     """What the parser gives ``data`` fed in pieces with the bulk parser and without it
-    (the ops, or the ProtocolError and the ops before it), and how many runs it took."""
+    (the ops, or the ProtocolError and the ops before it), and how many runs it took;
+    the source's bulk parser (``column_run``) is checked to give what ``frame_run`` does."""
     results = []
     runs = 0
-    for bulk in (frame_run, None):
+    for bulk in (frame_run, column_run, None):
         parser = Parser(bulk=bulk, **limits)
         try:
             got = feed_pieces(parser, data, cuts)
         except ProtocolError as exc:
             results.append(("error", str(exc).split(":")[0], expand(exc.ops)))  # type: ignore[attr-defined]
             continue
-        if bulk is not None:
+        if bulk is frame_run:
             runs = sum(isinstance(op, MsgRun) for op in got)
         results.append(("ops", expand(got), parser.buffered))
-    return results[0], results[1], runs
+    assert results[1] == results[0]
+    return results[0], results[2], runs
 
 
 # payloads of a consumer's messages: mostly plain, some with CR, LF and spaces in them
@@ -248,3 +250,12 @@ def test_the_columns_of_a_run_are_those_of_its_ops(
     slow = run_columns(OpsRun(ops), shape)
     assert [c.to_pylist() for c in fast] == [c.to_pylist() for c in slow]
     assert fast.seqs.to_pylist() == seqs
+    # made as the run is found, and cut: the same columns, cut at the same row
+    _, made = column_run(b"".join(map(encode, ops)), 0, 4096, 1 << 20)
+    assert isinstance(made, ColumnRun)
+    assert [c.to_pylist() for c in run_columns(made, shape)] == [c.to_pylist() for c in fast]
+    head, tail = made.split(5)
+    for part, rows in ((head, slice(0, 5)), (tail, slice(5, None))):
+        assert isinstance(part, ColumnRun) and part.ops(Msg) == ops[rows]
+        got = [c.to_pylist() for c in run_columns(part, shape)]
+        assert got == [c.to_pylist()[rows] for c in slow]
