@@ -95,8 +95,8 @@ def digits(
 
 def _special(a: npt.NDArray[np.uint8]) -> Ints:
     """Where ``a`` has a byte below "!" or above "~" ((b - 33) wraps around below "!").
-    Computed in one array of the feed's size, reused: a new one for each step costs page
-    faults at every feed (past glibc's mmap threshold, each is mapped anew)."""
+    Both steps write into one array of the feed's size: a new array for each step costs
+    page faults at every feed (past glibc's mmap threshold, each one is mapped anew)."""
     scratch = np.empty(len(a), np.uint8)
     np.subtract(a, np.uint8(33), out=scratch)
     return np.flatnonzero(np.greater(scratch, np.uint8(93), out=scratch.view(np.bool_)))
