@@ -279,9 +279,6 @@ class OrderedStream(MessageReader):
             msg: JsMsg = inner._take()
             self._oc._last_reply = msg.reply
             return msg
-        msg_ = self._take()
-        if msg_ is not None:
-            return msg_
         while not self._check():
             await self._wait_inner()
         return self._next_ok()
@@ -314,7 +311,7 @@ class OrderedStream(MessageReader):
             self._break(exc)
 
     async def _take_run(self, timeout: float) -> list[Any]:
-        """``take_many`` / ``take_ops``: what is buffered and in order, waiting at most
+        """``take_many`` / ``take_runs``: what is buffered and in order, waiting at most
         ``timeout`` seconds for a first message."""
         if not (self._ok or self._check()):
             try:

@@ -29,8 +29,6 @@ from ..errors import (
 from ..protocol.commands import PING, encode_sub, encode_unsub
 from ..protocol.ops import BulkParse, Info
 from ._connection import (
-    BULK_PARSED_READ_SIZE,
-    BULK_READ_SIZE,
     Delivery,
     _Connection,
     classify_server_error,
@@ -370,7 +368,6 @@ class _ClientBase:
         conn = self._conn
         if conn is not None:
             conn.parser.bulk = bulk
-            conn.bulk_read_size = BULK_READ_SIZE if bulk is None else BULK_PARSED_READ_SIZE
 
     def _flush_cb(self) -> None:
         self._flush_scheduled = False

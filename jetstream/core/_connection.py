@@ -122,9 +122,6 @@ class _Connection(asyncio.Protocol):
         #: the socket transport whose read size is ours to set (see READ_SIZE), if any
         self._reads: Any = None
         self._bulk = False
-        self.bulk_read_size = (
-            BULK_READ_SIZE if client._bulk_parse is None else BULK_PARSED_READ_SIZE
-        )
 
     # -- asyncio.Protocol -----------------------------------------------
 
@@ -143,12 +140,13 @@ class _Connection(asyncio.Protocol):
         self._reads = None
 
     def _resize_reads(self, size: int) -> None:
-        """Between READ_SIZE and bulk reads (``bulk_read_size``), by the size of the
-        last one."""
+        """Between READ_SIZE and bulk reads (larger where a bulk parser reads the
+        feeds), by the size of the last one."""
         if size >= READ_SIZE:
             if not self._bulk:
                 self._bulk = True
-                self._reads.max_size = self.bulk_read_size
+                bulk = self.parser.bulk is not None
+                self._reads.max_size = BULK_PARSED_READ_SIZE if bulk else BULK_READ_SIZE
         elif self._bulk:
             self._bulk = False
             self._reads.max_size = READ_SIZE

@@ -132,10 +132,10 @@ class Client(_ClientBase):
             heads = self._pub_heads.get(subject)
             if heads is not None:
                 size = len(data)
-                head = heads.get(size)
-                if head is None:
-                    head = self._pub_head(heads, subject, size)
                 if size <= self._fast_limit:
+                    head = heads.get(size)
+                    if head is None:
+                        head = self._pub_head(heads, subject, size)
                     wbuf = self._wbuf
                     wbuf += head
                     try:
@@ -286,11 +286,10 @@ class Client(_ClientBase):
         return pre
 
     def _pub_head(self, heads: dict[int, bytes], subject: str, size: int) -> bytes:
-        """``PUB <subject> <size>\\r\\n`` of a subject validated before; kept in ``heads``
+        """``PUB <subject> <size>\\r\\n`` of a subject validated before (its prefix is
+        cached with its heads: ``_pub_prefix`` makes and empties both); kept in ``heads``
         (the subject's) for the first 64 sizes seen."""
-        pre = self._pub_prefixes.get(subject)
-        if pre is None:
-            pre = self._pub_prefix(subject)
+        pre = self._pub_prefixes[subject]
         line = _SIZE_LINES.get(size)
         if line is None:
             line = _size_line(size)

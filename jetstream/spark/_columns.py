@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from ..protocol.headers import parse_headers
 from ..protocol.ops import Msg, MsgRun
-from ._frames import FrameRun, Ints, digits, frame_run, windows
+from ._frames import FrameRun, Ints, digits, frame_run, repeated, windows
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -46,8 +46,6 @@ HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
 # digits of a timestamp in nanoseconds (from 2001-09-09 to 2286-11-20)
 _TS_DIGITS = 19
 _DOT = ord(".")
-# the bytes before a reply's end where the dot before its pending count lies
-_TAIL = 21
 #: runs of fewer of the parser's ops than this are read value by value
 _FEW = 8
 
@@ -128,10 +126,13 @@ def column_run(data: bytes, pos: int, max_line: int, max_payload: int) -> tuple[
             layout = Layout.of(reply)
             numbers = _frame_numbers(run, layout)
             if numbers is not None:
-                nulls = pa.nulls(len(run), HEADERS_TYPE)
-                columns = Columns(run.subjects(), run.payloads(), nulls, *numbers)
-                return end, ColumnRun(run, layout, columns)
+                return end, ColumnRun(run, layout, _frame_columns(run, numbers))
     return end, run
+
+
+def _frame_columns(run: FrameRun, numbers: tuple[pa.Array, pa.Array]) -> Columns:
+    """The columns of a run found in the bytes (none has headers), with its numbers."""
+    return Columns(run.subjects(), run.payloads(), pa.nulls(len(run), HEADERS_TYPE), *numbers)
 
 
 def run_columns(run: MsgRun, layout: Layout) -> Columns:
@@ -139,109 +140,83 @@ def run_columns(run: MsgRun, layout: Layout) -> Columns:
     if isinstance(run, ColumnRun) and run.layout == layout:
         return run.columns
     if isinstance(run, FrameRun):
-        numbers = _frame_numbers(run, layout)
-        if numbers is not None:
-            n = len(run)
-            return Columns(run.subjects(), run.payloads(), pa.nulls(n, HEADERS_TYPE), *numbers)
-        return Columns(
-            run.subjects(),
-            run.payloads(),
-            pa.nulls(len(run), HEADERS_TYPE),
-            *_split_numbers([run.reply(i) for i in range(len(run))], layout),
+        numbers = _frame_numbers(run, layout) or _split_numbers(
+            [run.reply(i) for i in range(len(run))], layout
         )
+        return _frame_columns(run, numbers)
     ops: list[Msg] = run.ops(Msg)
+    replies = list(map(_reply_of, ops))
     if len(ops) < _FEW:
-        return _few_columns(ops, layout)
+        # a few (what a bulk parser left at the start of a feed, cut by the read
+        # before): value by value, as arrays cost more to set up than they take to read
+        numbers = (
+            pa.array([token(r, layout.seq_at) for r in replies], pa.int64()),
+            pa.array([token(r, layout.ts_at) for r in replies], pa.int64()),
+        )
+    else:
+        numbers = (_run_numbers(replies) if layout.pending_last else None) or _split_numbers(
+            replies, layout
+        )
     raws = list(map(_hdr_of, ops))
     if any(raws):
         headers = pa.array(list(map(_header_items, raws)), HEADERS_TYPE)
     else:
         headers = pa.nulls(len(ops), HEADERS_TYPE)
-    replies = list(map(_reply_of, ops))
-    numbers = _run_numbers(replies) if layout.pending_last else None
     return Columns(
         strings(list(map(_subject_of, ops))),
         pa.array(list(map(_payload_of, ops)), pa.binary()),
         headers,
-        *(numbers or _split_numbers(replies, layout)),
-    )
-
-
-def _few_columns(ops: list[Msg], layout: Layout) -> Columns:
-    """The columns of a few messages (the one a bulk parser left at the start of a feed,
-    cut by the read before): value by value, as numbers and arrays cost more to set
-    up than a few ops take to read."""
-    replies = [op.reply for op in ops]
-    if any(op.hdr for op in ops):
-        headers = pa.array([_header_items(op.hdr) for op in ops], HEADERS_TYPE)
-    else:
-        headers = pa.nulls(len(ops), HEADERS_TYPE)
-    return Columns(
-        pa.array([op.subject for op in ops], pa.string()),
-        pa.array([op.payload for op in ops], pa.binary()),
-        headers,
-        pa.array([token(r, layout.seq_at) for r in replies], pa.int64()),
-        pa.array([token(r, layout.ts_at) for r in replies], pa.int64()),
+        *numbers,
     )
 
 
 def _frame_numbers(run: FrameRun, layout: Layout) -> tuple[pa.Array, pa.Array] | None:
     """The stream sequences and times of a run found in the bytes, cut out of its ack
     subjects there (None when a reply does not have the layout's tokens, or a number is
-    not one).
+    not one). The stream sequences of a run without a gap (the first's to the last's one
+    by one: the common case) are not read one by one.
 
-    Where the pending count is the last token, the dot before it is where the first
-    reply has it, from the end (when it is a dot in every reply: counts of one width),
-    else the last dot in the 20 bytes before each reply's end (a count has 1 to 20
-    digits), and the time the 19 digits before that dot; otherwise every dot of the
-    replies is found at once, and each reply's by a search from its end. The stream
-    sequences of a run without a gap (the first's to the last's one by one: the common
-    case) are not read one by one."""
+    The common case, with the pending count the last token and of one width in the run:
+    the dot before it is where the first reply has it, from the end, and the time the 19
+    digits before that dot. Otherwise every dot of the replies is found at once, and each
+    reply's by a search from its end."""
     a = np.frombuffer(run.data, np.uint8)
     start, end = run.reply_bounds()
-    if layout.pending_last:
+    n = len(run)
+    first_seq = token(run.reply(0), layout.seq_at)
+    one_by_one = first_seq >= 0 and token(run.reply(n - 1), layout.seq_at) == first_seq + n - 1
+    if one_by_one and layout.pending_last:
         reply = run.reply(0)
-        k = len(reply) - reply.rfind(".")  # the first's last dot, from its end
-        ts_end = end - k
-        if not (a[ts_end] == _DOT).all():
-            # pending counts of other widths in the run: each one's last dot, within
-            # the 20 bytes before its end
-            back = np.argmax(windows(a, end - _TAIL, _TAIL)[:, ::-1] == _DOT, axis=1)
-            ts_end = end - 1 - back  # (the reply's end, when there is no dot there)
+        ts_end = end - (len(reply) - reply.rfind("."))
         ts_start = ts_end - _TS_DIGITS
-        if not ((a[ts_end] == _DOT) & (a[ts_start - 1] == _DOT) & (ts_start > start)).all():
-            return None
-        seq_start = seq_end = None
-    else:
-        lo = int(start[0])
-        region = a[lo : int(end[-1])]
-        dots = np.flatnonzero(np.equal(region, _DOT, out=np.empty(len(region), np.bool_)))
-        dots += lo
-        last = np.searchsorted(dots, end)  # past each reply's last dot
-        if not (last - np.searchsorted(dots, start) == layout.tokens - 1).all():
-            return None
-        first = last - (layout.tokens - 1)  # each reply's first dot; token k ends at dot k
-        ts_start = dots[first + layout.ts_at - 1] + 1
-        ts_end = dots[first + layout.ts_at]
-        seq_start = dots[first + layout.seq_at - 1] + 1
-        seq_end = dots[first + layout.seq_at]
-        if not (ts_end - ts_start == _TS_DIGITS).all():
-            return None
+        if ((a[ts_end] == _DOT) & (a[ts_start - 1] == _DOT) & (ts_start > start)).all():
+            nanos = _times(a, ts_start)
+            if nanos is not None:
+                return _ascending(first_seq, n), nanos
+    lo = int(start[0])
+    region = a[lo : int(end[-1])]
+    dots = np.flatnonzero(np.equal(region, _DOT, out=np.empty(len(region), np.bool_)))
+    dots += lo
+    last = np.searchsorted(dots, end)  # past each reply's last dot
+    if not (last - np.searchsorted(dots, start) == layout.tokens - 1).all():
+        return None
+    first = last - (layout.tokens - 1)  # each reply's first dot; token k ends at dot k
+    ts_start = dots[first + layout.ts_at - 1] + 1
+    if not (dots[first + layout.ts_at] - ts_start == _TS_DIGITS).all():
+        return None
     nanos = _times(a, ts_start)
     if nanos is None:
         return None
-    n = len(run)
-    first_seq = token(run.reply(0), layout.seq_at)
-    if first_seq >= 0 and token(run.reply(n - 1), layout.seq_at) == first_seq + n - 1:
-        # one by one: they ascend, so these are all of them
-        return pa.array(np.arange(first_seq, first_seq + n, dtype=np.int64)), nanos
-    if seq_start is None or seq_end is None:
-        # the sequence ends at the dot 21 or more bytes before the time's
-        replies = [run.reply(i) for i in range(n)]
-        seqs = pa.array([token(r, layout.seq_at) for r in replies], pa.int64())
-        return (seqs, nanos) if pc.min(seqs).as_py() >= 0 else None
-    seqs_, ok = digits(a, seq_start, seq_end)
-    return (pa.array(seqs_), nanos) if ok.all() else None
+    if one_by_one:
+        return _ascending(first_seq, n), nanos
+    seqs, ok = digits(a, dots[first + layout.seq_at - 1] + 1, dots[first + layout.seq_at])
+    return (pa.array(seqs), nanos) if ok.all() else None
+
+
+def _ascending(first: int, n: int) -> pa.Array:
+    """The stream sequences ``first`` to ``first + n - 1`` (an ordered consumer's ascend,
+    so n of them from the first's to the last's are all of those)."""
+    return pa.array(np.arange(first, first + n, dtype=np.int64))
 
 
 def _times(buf: npt.NDArray[np.uint8], start: Ints) -> pa.Array | None:
@@ -309,9 +284,7 @@ def _run_numbers(replies: list[str]) -> tuple[pa.Array, pa.Array] | None:
     if start.min() < 1 or (buf[start - 1] != _DOT).any():
         return None
     nanos = _times(buf, start)
-    if nanos is None:
-        return None
-    return pa.array(np.arange(first, last + 1, dtype=np.int64)), nanos
+    return None if nanos is None else (_ascending(first, n), nanos)
 
 
 def _token_from_end(reply: str, back: int) -> int:
@@ -329,11 +302,7 @@ def strings(values: list[str]) -> pa.Array:
     one = values[0] if n else ""
     if n < 2 or values.count(one) != n or len(one) * n > 1 << 28:
         return pa.array(values, pa.string())
-    raw = one.encode()
-    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
-    return pa.Array.from_buffers(
-        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)]
-    )
+    return repeated(one.encode(), n)
 
 
 def _header_items(raw: bytes | None) -> list[tuple[str, str]] | None:

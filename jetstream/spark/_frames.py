@@ -3,9 +3,9 @@
 ``frame_run`` is the bulk parser (``protocol.ops.BulkParse``) of a source's connection:
 where the ops of a feed begin with ``MSG``, it finds as many as follow one another to one
 subscription, with a few vectorised passes over the bytes instead of a Python step per
-op, and keeps them as a ``FrameRun``: the feed and the positions of each op's fields.
-``FrameRun.columns`` then makes the source's Arrow columns of them without a Python
-object per message.
+op, and keeps them as a ``FrameRun``: the feed and the positions of each op's fields,
+from which its subjects and payloads come as Arrow arrays without a Python object per
+message (the source's other columns: ``_columns.py``).
 
 How the ops are found: every byte that a control line cannot hold (below ``!``, above
 ``~``: spaces, CR, LF, tabs, bytes of UTF-8) is located at once, and the LFs among them
@@ -32,7 +32,16 @@ import pyarrow.compute as pc
 
 from ..protocol.ops import Msg, MsgRun
 
-__all__ = ["RUN_MIN", "FrameRun", "Ints", "digits", "frame_run", "view_array", "windows"]
+__all__ = [
+    "RUN_MIN",
+    "FrameRun",
+    "Ints",
+    "digits",
+    "frame_run",
+    "repeated",
+    "view_array",
+    "windows",
+]
 
 #: fewer ops than this are left to the parser (the passes cost more than they save)
 RUN_MIN = 16
@@ -247,11 +256,7 @@ class FrameRun(MsgRun):
             line = np.frombuffer(d, np.uint8, width, int(ls[0]))
             a = np.frombuffer(d, np.uint8)
             if (windows(a, ls, width) == line).all():
-                one = d[int(ls[0]) + 4 : int(s1[0])]
-                offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(one))
-                return pa.Array.from_buffers(
-                    pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(one * n)]
-                )
+                return repeated(d[int(ls[0]) + 4 : int(s1[0])], n)
         start = ls + 4
         return view_array(d, start, s1 - start, pa.string_view(), pa.string())
 
@@ -277,6 +282,14 @@ class FrameRun(MsgRun):
         return self.s2 + 1, self.s3
 
 
+def repeated(value: bytes, n: int) -> pa.Array:
+    """``n`` times the UTF-8 text ``value``, as an Arrow string array laid out at once."""
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(value))
+    return pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(value * n)]
+    )
+
+
 def view_array(
     data: bytes, start: Ints, length: Ints, view: pa.DataType, out: pa.DataType
 ) -> pa.Array:
@@ -287,14 +300,13 @@ def view_array(
     a = np.frombuffer(data, np.uint8)
     views = np.zeros((n, 4), "<i4")
     views[:, 0] = length
+    bytes16 = views.view(np.uint8)
     short = length <= _INLINE
     if short.all():
         # every value inline: its bytes, zero after its length
-        bytes16 = views.view(np.uint8)
         bytes16[:, 4:16] = np.where(length[:, None] > _WINDOW, windows(a, start, _INLINE), 0)
     else:
         # (length, first 4 bytes, buffer 0, offset); short ones redone inline below
-        bytes16 = views.view(np.uint8)
         bytes16[:, 4:8] = windows(a, start, 4)
         views[:, 3] = start
         if short.any():

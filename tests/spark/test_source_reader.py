@@ -80,6 +80,20 @@ def test_ranges_with_gaps_filters_and_headers(nats_server: NatsServer) -> None:
     assert list(read_batches(opts, 3011, 3100)) == []  # past the end of the stream
 
 
+def test_a_read_is_one_range_unless_partitions_splits_it(nats_server: NatsServer) -> None:
+    """One ordered consumer reads a batch by default; ``partitions`` splits the batch's
+    sequences into that many contiguous ranges, read side by side."""
+    from jetstream.spark._source import BatchReader
+
+    url = nats_server.url
+    make_stream(url, "PR", ["pr"])
+    publish(url, "pr", [b"%d" % i for i in range(10)])
+    one = BatchReader(_Options.parse({"servers": url, "stream": "PR"})).partitions()
+    assert [(p.first, p.end) for p in one] == [(1, 11)]
+    three = BatchReader(_Options.parse({"servers": url, "stream": "PR", "partitions": "3"}))
+    assert [(p.first, p.end) for p in three.partitions()] == [(1, 5), (5, 8), (8, 11)]
+
+
 @pytest.mark.parametrize(
     "layout",
     [
