@@ -8,14 +8,17 @@ Workloads (one embedded nats-server, memory storage):
   then waiting for every ack;
 - fetch+ack: N stored messages pulled in batches of 100 and 500, each acked;
 - fetch+ack_sync batch 500: the same in batches of 500, each message acked with a
-  confirmed ack, the 500 confirmations awaited together;
+  confirmed ack, the 500 confirmations awaited together (ours: ``ack_sync_all``, one
+  wait for the batch; the Python peers: their per-message call, gathered; nats.go: a
+  goroutine a message);
 - messages()+ack: N stored messages through continuous pull (nats-py: fetch loop);
 - ordered replay: N stored messages through an ordered consumer: ours pull-based (the
   default), asking for ``--pull`` (500) messages a pull, as natsio and nats-core do (the
   latter's default is 100 a pull: it is given 500 here), then push-based with flow
   control; nats-py's is push-based in both rows;
 - ack_sync: M messages acked with a confirmed ack, one after the other (bound by the
-  round-trip time to the server), and 100 at a time (bound by the client's own work).
+  round-trip time to the server), and 100 at a time (bound by the client's own work;
+  awaited together as in fetch+ack_sync).
 
 At the end, the socket floor (``benchmarks/_floor.py``): a PING/PONG round trip on a
 bare blocking socket, the most sequential ``ack_sync`` calls a second could reach here.
@@ -114,7 +117,7 @@ class Ours:
         while got < n:
             msgs = await c.fetch(min(batch, n - got), expires=5)
             if confirmed:
-                await asyncio.gather(*(m.ack_sync() for m in msgs))
+                await jetstream.ack_sync_all(msgs)
             else:
                 for m in msgs:
                     await m.ack()
@@ -160,7 +163,7 @@ class Ours:
         t0 = start()
         if concurrent:
             for i in range(0, n, concurrent):
-                await asyncio.gather(*(m.ack_sync() for m in msgs[i : i + concurrent]))
+                await jetstream.ack_sync_all(msgs[i : i + concurrent])
         else:
             for m in msgs:
                 await m.ack_sync()

@@ -6,20 +6,23 @@ a consumer turns those of its deliveries into ``JsMsg``.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from .core.message import Msg
-from .errors import MsgAlreadyAckedError, NatsError
+from .errors import MsgAlreadyAckedError, NatsError, NoRespondersError
+from .errors import TimeoutError as NatsTimeoutError
 from .protocol.headers import Headers, parse_headers
 
 if TYPE_CHECKING:
     from .core.client import Client
 
 # Msg is the core's (jetstream.core.message); it is re-exported here, where it was.
-__all__ = ["JsMsg", "Msg", "MsgMetadata", "SequencePair", "parse_ack_subject"]
+__all__ = ["JsMsg", "Msg", "MsgMetadata", "SequencePair", "ack_sync_all", "parse_ack_subject"]
 
 _EMPTY_HEADERS = Headers()
 
@@ -203,3 +206,101 @@ class JsMsg(msgspec.Struct):
 
     def __repr__(self) -> str:
         return f"JsMsg(subject={self.subject!r}, data={self.data[:32]!r}, reply={self.reply!r})"
+
+
+class _Confirms:
+    """``ack_sync_all``'s one waiter for all its acks (the request mux tells it of each
+    reply): marks each message acknowledged as its confirmation comes, and ends when the
+    last one came, or at the first error."""
+
+    __slots__ = ("fut", "pending", "timeout", "total")
+
+    def __init__(self, fut: asyncio.Future[None], timeout: float) -> None:
+        self.fut = fut
+        #: reply subject of the ack -> its message, until confirmed
+        self.pending: dict[str, JsMsg] = {}
+        self.timeout = timeout
+        self.total = 0
+
+    def done(self) -> bool:
+        return self.fut.done()
+
+    def set_result(self, reply: Msg, /) -> None:
+        msg = self.pending.pop(reply.subject, None)
+        if msg is None or self.fut.done():
+            return
+        if reply.status == 503:
+            self.fut.set_exception(
+                NoRespondersError(f"no responders on {msg.reply!r}: is the consumer gone?")
+            )
+            return
+        msg._acked = True
+        if not self.pending:
+            self.fut.set_result(None)
+
+    def set_exception(self, exc: BaseException, /) -> None:
+        if self.fut.done():
+            return
+        if isinstance(exc, NatsTimeoutError):
+            exc = NatsTimeoutError(
+                f"{len(self.pending)} of {self.total} acks not confirmed within {self.timeout}s"
+            )
+        self.fut.set_exception(exc)
+
+
+async def ack_sync_all(msgs: Iterable[JsMsg], timeout: float | None = None) -> None:
+    """Acknowledge every message of ``msgs`` and wait until the server confirmed each:
+    ``ack_sync`` for a batch, its acks written together and awaited once, instead of a
+    task a message for ``asyncio.gather`` to run.
+
+    Each message counts as acknowledged (``acked``) once its own confirmation came, so
+    after an error the ones still unacknowledged may be passed again.
+
+    Raises:
+        MsgAlreadyAckedError: one was acknowledged already; nothing is sent.
+        NatsError: one has no reply subject to acknowledge; nothing is sent.
+        TimeoutError: not every confirmation came within ``timeout`` (default 5 s).
+        NoRespondersError: nobody answered an ack (the consumer is gone).
+        DisconnectedError: the connection was lost while waiting.
+    """
+    batch: dict[int, list[JsMsg]] = {}
+    clients: dict[int, Client] = {}
+    for msg in msgs:
+        if msg._acked:
+            raise MsgAlreadyAckedError(
+                f"message on {msg.subject!r} was already acknowledged; nothing sent"
+            )
+        client = msg._client
+        if not msg.reply or client is None:
+            raise NatsError(f"message on {msg.subject!r} has no reply subject to acknowledge")
+        client._check_open()
+        key = id(client)
+        clients[key] = client
+        batch.setdefault(key, []).append(msg)
+    if not batch:
+        return
+    wait = 5.0 if timeout is None else timeout
+    loop = asyncio.get_running_loop()
+    confirms = _Confirms(loop.create_future(), wait)
+    sent: list[tuple[Client, list[str]]] = []
+    try:
+        for key, group in batch.items():
+            client = clients[key]
+            subjects = [m.reply or "" for m in group]
+            inboxes = client._request_each(subjects, _ACK, confirms, wait)
+            sent.append((client, inboxes))
+            confirms.pending.update(zip(inboxes, group, strict=True))
+        confirms.total = len(confirms.pending)
+        for client, _ in sent:
+            conn = client._conn
+            if conn is not None and conn.write_paused:
+                await client._wait_writable()
+        await confirms.fut
+    finally:
+        for client, inboxes in sent:
+            client._forget_requests(inboxes)
+        fut = confirms.fut
+        if fut.done() and not fut.cancelled():
+            fut.exception()  # failed while we were cancelled: retrieved, not logged
+        else:
+            fut.cancel()

@@ -14,7 +14,18 @@ from ..protocol.headers import HeadersLike
 from .message import Msg
 from .subscription import Subscription
 
-__all__ = ["RequestMux", "gather_replies"]
+__all__ = ["RequestMux", "Waiter", "gather_replies"]
+
+
+class Waiter(Protocol):
+    """What the mux completes for a request in flight: its future, or one object that
+    several requests share (``ack_sync_all``'s, told of each reply)."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: Msg, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
 
 
 class _Looped(Protocol):
@@ -55,7 +66,7 @@ class RequestMux:
         self.max_msgs: int | None = None
         self.received = 0
         #: token -> (reply future, deadline, subject, timeout) of each request in flight
-        self.waiters: dict[str, tuple[asyncio.Future[Msg], float, str, float]] = {}
+        self.waiters: dict[str, tuple[Waiter, float, str, float]] = {}
         self.tokens = itertools.count(1)
         # One timer for all requests, at the earliest deadline that may still matter,
         # instead of a timer (made, heap-pushed, cancelled) per request.

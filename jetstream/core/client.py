@@ -39,7 +39,7 @@ from ._connection import (
     Delivery,
 )
 from ._events import ConnectionEvent, EventKind, EventStream, Statistics
-from ._mux import RequestMux, gather_replies
+from ._mux import RequestMux, Waiter, gather_replies
 from .message import Msg
 from .subscription import MsgHandler, Subscription
 
@@ -478,6 +478,47 @@ class Client(_ClientBase):
         if msg.status == 503:
             raise NoRespondersError(f"no responders on {subject!r}")
         return msg
+
+    def _request_each(
+        self, subjects: Sequence[str], data: bytes, waiter: Waiter, timeout: float
+    ) -> list[str]:
+        """Write one request to each of ``subjects`` (subjects the server gave us: not
+        validated), every reply going to ``waiter``, in one write; returns their reply
+        subjects, which the caller drops with ``_forget_requests`` when done (with the
+        replies' own subjects, the waiter tells them apart)."""
+        self._check_open()
+        mux = self._mux or self._request_mux()
+        deadline = self._loop.time() + timeout
+        waiters = mux.waiters
+        tokens = mux.tokens
+        # one entry for all: the sweep names the first subject (the waiter says more)
+        entry = (waiter, deadline, subjects[0] if subjects else "", timeout)
+        inbox = mux.prefix
+        size = len(data)
+        inboxes: list[str] = []
+        for subject in subjects:
+            token = str(next(tokens))
+            waiters[token] = entry
+            reply = inbox + token
+            inboxes.append(reply)
+            self._publish_formatted(
+                subject,
+                b"PUB %b %b %d\r\n%b\r\n" % (subject.encode(), reply.encode(), size, data),
+                size,
+            )
+        if deadline < mux.due:
+            mux.arm(deadline)
+        self._flush_now()
+        return inboxes
+
+    def _forget_requests(self, inboxes: Sequence[str]) -> None:
+        """Drop what ``_request_each`` left in the mux (answered or not)."""
+        mux = self._mux
+        if mux is not None:
+            pop = mux.waiters.pop
+            cut = mux.cut
+            for inbox in inboxes:
+                pop(inbox[cut:], None)
 
     async def request_many(
         self,

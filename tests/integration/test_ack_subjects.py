@@ -44,11 +44,6 @@ async def nc(v2_server: NatsServer) -> AsyncIterator[Client]:
 
 
 @pytest.fixture
-def js(nc: Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
 def domain(v2_server: NatsServer) -> str:
     return v2_server.domain or ""
 

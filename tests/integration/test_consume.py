@@ -36,11 +36,6 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
         yield client
 
 
-@pytest.fixture
-def js(nc: Client) -> JetStream:
-    return nc.jetstream()
-
-
 async def publish_many(js: JetStream, subject: str, n: int, start: int = 0) -> None:
     futs = [await js.publish_async(subject, str(i).encode()) for i in range(start, start + n)]
     await asyncio.gather(*futs)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -25,17 +24,6 @@ from jetstream._demo import confirmed_ack
 from jetstream.errors import BadNameError, ConsumerDoesNotExistError, ConsumerExistsError
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest_asyncio.fixture
-async def nc(nats_url: str) -> AsyncIterator[Client]:
-    async with jetstream.connect(nats_url) as client:
-        yield client
-
-
-@pytest.fixture
-def js(nc: Client) -> JetStream:
-    return nc.jetstream()
 
 
 @pytest_asyncio.fixture

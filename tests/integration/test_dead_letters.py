@@ -10,29 +10,15 @@ mirror that keeps messages a while longer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
-import jetstream
-from jetstream import Client, ConsumerConfig, JetStream, MessageNotFoundError, StreamConfig
+from jetstream import ConsumerConfig, JetStream, MessageNotFoundError, StreamConfig
 from jetstream.advisories import AdvisoryStream, MaxDeliveriesAdvisory, TerminatedAdvisory
 from jetstream.api import AckPolicy, RetentionPolicy, StreamSource
 from jetstream.errors import TimeoutError
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest_asyncio.fixture
-async def nc(nats_url: str) -> AsyncIterator[Client]:
-    async with jetstream.connect(nats_url) as client:
-        yield client
-
-
-@pytest.fixture
-def js(nc: Client) -> JetStream:
-    return nc.jetstream()
 
 
 async def test_max_deliveries_advisory_and_the_message(js: JetStream) -> None:

@@ -29,11 +29,6 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
         yield client
 
 
-@pytest.fixture
-def js(nc: Client) -> JetStream:
-    return nc.jetstream()
-
-
 async def _running_fetch(nc: Client) -> _Fetch:
     async with asyncio.timeout(10):
         while True:

@@ -7,10 +7,8 @@ find, get message, delete message, every purge variant, msgID dedup, every expec
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 import jetstream
 from jetstream import (
@@ -38,17 +36,6 @@ from jetstream.errors import (
 
 pytestmark = pytest.mark.asyncio
 BOTH_LOOPS = True  # run every test here on asyncio and on uvloop
-
-
-@pytest_asyncio.fixture
-async def nc(nats_url: str) -> AsyncIterator[Client]:
-    async with jetstream.connect(nats_url) as client:
-        yield client
-
-
-@pytest.fixture
-def js(nc: Client) -> JetStream:
-    return nc.jetstream()
 
 
 async def test_stream_lifecycle_like_the_seed(nc: Client, js: JetStream) -> None:

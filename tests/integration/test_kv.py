@@ -42,11 +42,6 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
         yield client
 
 
-@pytest.fixture
-def js(nc: Client) -> JetStream:
-    return nc.jetstream()
-
-
 async def drain_until_marker(w: object) -> list[KeyValueEntry]:
     out: list[KeyValueEntry] = []
     while True:

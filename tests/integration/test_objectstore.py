@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 import jetstream
-from jetstream import Client, JetStream
+from jetstream import JetStream
 from jetstream.embedded import NatsServer
 from jetstream.errors import (
     DigestMismatchError,
@@ -43,17 +43,6 @@ from jetstream.objectstore.store import encode_name
 pytestmark = pytest.mark.asyncio
 
 MiB = 1024 * 1024
-
-
-@pytest_asyncio.fixture
-async def nc(nats_url: str) -> AsyncIterator[Client]:
-    async with jetstream.connect(nats_url) as client:
-        yield client
-
-
-@pytest.fixture
-def js(nc: Client) -> JetStream:
-    return nc.jetstream()
 
 
 @pytest_asyncio.fixture

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 import pytest_asyncio
@@ -28,17 +28,6 @@ from jetstream.stream import Stream
 pytestmark = pytest.mark.asyncio
 
 PIN = "Nats-Pin-Id"
-
-
-@pytest_asyncio.fixture
-async def nc(nats_url: str) -> AsyncIterator[Client]:
-    async with jetstream.connect(nats_url) as client:
-        yield client
-
-
-@pytest.fixture
-def js(nc: Client) -> JetStream:
-    return nc.jetstream()
 
 
 @pytest_asyncio.fixture

@@ -29,11 +29,6 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
         yield client
 
 
-@pytest.fixture
-def js(nc: Client) -> JetStream:
-    return nc.jetstream()
-
-
 async def test_a_publish_waits_for_a_stream_made_after_it_started(js: JetStream) -> None:
     task = asyncio.create_task(js.publish("late.a", b"x", timeout=10))
     await asyncio.sleep(1.5)

@@ -9,10 +9,9 @@ over the subscribers of that queue group like a pull consumer spreads them over 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
-import pytest_asyncio
 
 import jetstream
 from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
@@ -26,17 +25,6 @@ from jetstream.message import JsMsg
 from jetstream.stream import Stream
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest_asyncio.fixture
-async def nc(nats_url: str) -> AsyncIterator[Client]:
-    async with jetstream.connect(nats_url) as client:
-        yield client
-
-
-@pytest.fixture
-def js(nc: Client) -> JetStream:
-    return nc.jetstream()
 
 
 async def _stream(js: JetStream, name: str = "PUSH") -> Stream:

@@ -1,0 +1,122 @@
+"""``ack_sync_all``: the confirmed ack of a batch, against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import jetstream
+from jetstream import (
+    Client,
+    ConsumerConfig,
+    JetStream,
+    JsMsg,
+    MsgAlreadyAckedError,
+    NatsError,
+    NoRespondersError,
+    StreamConfig,
+    ack_sync_all,
+)
+
+pytestmark = pytest.mark.asyncio
+
+
+def in_flight(nc: Client) -> int:
+    """Requests the client's mux still waits for."""
+    return 0 if nc._mux is None else len(nc._mux.waiters)
+
+
+async def fetched(js: JetStream, name: str, n: int) -> list[JsMsg]:
+    s = await js.create_stream(StreamConfig(name=name, subjects=[name.lower()]))
+    for i in range(n):
+        await js.publish_async(name.lower(), b"%d" % i)
+    await js.publish_async_complete(timeout=10)
+    c = await s.create_consumer(ConsumerConfig(durable_name="c"))
+    msgs: list[JsMsg] = []
+    while len(msgs) < n:
+        msgs += await c.fetch(n - len(msgs), expires=5)
+    return msgs
+
+
+async def test_a_batch_is_confirmed_in_one_wait(js: JetStream, nc: Client) -> None:
+    msgs = await fetched(js, "ALL", 300)
+    out = nc.stats.out_msgs
+    await ack_sync_all(msgs, timeout=10)
+    assert nc.stats.out_msgs == out + 300
+    assert all(m.acked for m in msgs)
+    # confirmed: the consumer's state changed before ack_sync_all returned
+    info = await (await (await js.stream("ALL")).consumer("c")).info()
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    assert in_flight(nc) == 0
+    await ack_sync_all([])  # nothing to do
+
+
+async def test_refusals_send_nothing(js: JetStream, nc: Client) -> None:
+    msgs = await fetched(js, "REF", 3)
+    await msgs[1].ack()
+    out = nc.stats.out_msgs
+    with pytest.raises(MsgAlreadyAckedError):
+        await ack_sync_all(msgs)
+    no_reply = JsMsg("x", None, b"", _client=nc)
+    with pytest.raises(NatsError, match="no reply subject"):
+        await ack_sync_all([msgs[0], no_reply])
+    assert nc.stats.out_msgs == out
+    assert not msgs[0].acked and not msgs[2].acked
+    await ack_sync_all([msgs[0], msgs[2]], timeout=10)
+    assert msgs[0].acked and msgs[2].acked
+
+
+async def test_a_gone_consumer_is_no_responders(js: JetStream, nc: Client) -> None:
+    msgs = await fetched(js, "GONE", 5)
+    await (await js.stream("GONE")).delete_consumer("c")
+    with pytest.raises(NoRespondersError):
+        await ack_sync_all(msgs, timeout=10)
+    assert not any(m.acked for m in msgs)
+    assert in_flight(nc) == 0
+
+
+async def test_a_timeout_marks_only_the_confirmed(nc: Client) -> None:
+    """A responder that confirms every other ack: the call times out, naming how many
+    were not confirmed; the confirmed ones count as acknowledged, the rest may be sent
+    again."""
+    seen: list[str] = []
+
+    async def half(msg: jetstream.Msg) -> None:
+        seen.append(msg.subject)
+        if int(msg.subject.rsplit(".", 1)[1]) % 2 == 0 and msg.reply:
+            await nc.publish(msg.reply, b"")
+
+    sub = await nc.subscribe("acks.*", cb=half)
+    await nc.flush()
+    msgs = [JsMsg("work", f"acks.{i}", b"", _client=nc) for i in range(10)]
+    with pytest.raises(jetstream.TimeoutError, match="5 of 10 acks not confirmed"):
+        await ack_sync_all(msgs, timeout=0.5)
+    assert [m.acked for m in msgs] == [i % 2 == 0 for i in range(10)]
+    assert sorted(seen) == sorted(f"acks.{i}" for i in range(10))
+    assert in_flight(nc) == 0
+    await sub.unsubscribe()
+
+
+async def test_cancelled_leaves_nothing_behind(nc: Client) -> None:
+    sink = await nc.subscribe("sink.*")  # takes the acks, never answers
+    await nc.flush()
+    msgs = [JsMsg("work", f"sink.{i}", b"", _client=nc) for i in range(20)]
+    task = asyncio.create_task(ack_sync_all(msgs, timeout=30))
+    await asyncio.sleep(0.2)
+    assert in_flight(nc) == 20
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert in_flight(nc) == 0
+    assert not any(m.acked for m in msgs)
+    await sink.unsubscribe()
+
+
+async def test_a_closed_client_refuses_before_sending(nats_url: str) -> None:
+    nc = await jetstream.connect(nats_url)
+    msgs = [JsMsg("work", "sink.1", b"", _client=nc)]
+    await nc.close()
+    with pytest.raises(jetstream.ConnectionClosedError):
+        await ack_sync_all(msgs)
+    assert not msgs[0].acked
