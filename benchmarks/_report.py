@@ -67,6 +67,9 @@ class Measurement:
         seconds: the best wall time of one run of the workload.
         ops: operations (messages) done by one run.
         nbytes: bytes processed by one run; 0 leaves the MB/s column empty.
+        client_cpu: with ``--cpu``, the CPU seconds (user + system) the benchmark's
+            process spent in that best run; None when not measured.
+        server_cpu: the same for the nats-server.
     """
 
     workload: str
@@ -74,6 +77,8 @@ class Measurement:
     seconds: float
     ops: int
     nbytes: int = 0
+    client_cpu: float | None = None
+    server_cpu: float | None = None
 
     @property
     def ops_per_s(self) -> float:
@@ -217,15 +222,24 @@ Workload = tuple[str, int, Callable[[], Awaitable[float]] | None]
 
 
 async def race_async(
-    runs: Mapping[str, Callable[[], Awaitable[float]]], repeat: int
+    runs: Mapping[str, Callable[[], Awaitable[float]]],
+    repeat: int,
+    cpu: dict[str, tuple[float, float]] | None = None,
 ) -> dict[str, float]:
     """``race`` for async workloads that time themselves: each of ``runs`` ``repeat``
-    times, taking turns, and the best seconds of each."""
+    times, taking turns, and the best seconds of each. Into ``cpu``, for a run wrapped
+    by ``with_cpu``: the (client, server) CPU seconds of its best run."""
+    global _last_cpu
     best = dict.fromkeys(runs, float("inf"))
     for _ in range(max(1, repeat)):
         for name, run in runs.items():
             gc.collect()
-            best[name] = min(best[name], await run())
+            _last_cpu = None
+            seconds = await run()
+            if seconds < best[name]:
+                best[name] = seconds
+                if cpu is not None and _last_cpu is not None:
+                    cpu[name] = _last_cpu
     return best
 
 
@@ -249,8 +263,9 @@ async def race_workloads(
         for name in impls:
             if name not in runs:
                 print(f"  {name:9s} {label:26s} {'n/a':>12s}", flush=True)
-        for name, seconds in (await race_async(runs, repeat)).items():
-            out.append(Measurement(label, name, seconds, ops))
+        cpu: dict[str, tuple[float, float]] = {}
+        for name, seconds in (await race_async(runs, repeat, cpu)).items():
+            out.append(Measurement(label, name, seconds, ops, 0, *cpu.get(name, (None, None))))
             print(f"  {name:9s} {label:26s} {ops / seconds:12,.0f} {unit}", flush=True)
     return out
 
@@ -268,15 +283,21 @@ def proc_cpu(pid: int) -> float:
 #: the server whose CPU ``start`` notes (set by ``with_cpu``), and what it noted
 _cpu_pid = 0
 _cpu0: tuple[float, float, float] = (0.0, 0.0, 0.0)
+#: this process's CPU seconds at that moment, in nanoseconds' resolution (``os.times``
+#: counts in clock ticks, 10 ms)
+_cpu0_fine = 0.0
+#: the (client, server) CPU seconds of the last run ``with_cpu`` timed, for ``race_async``
+_last_cpu: tuple[float, float] | None = None
 
 
 def start() -> float:
     """A run's time zero, after its setup (``time.perf_counter()``); also notes the CPU
     used so far, which ``with_cpu`` reports from (the setup is not counted)."""
-    global _cpu0
+    global _cpu0, _cpu0_fine
     if _cpu_pid:
         t = os.times()
         _cpu0 = (t.user, t.system, proc_cpu(_cpu_pid))
+        _cpu0_fine = time.process_time()
     return time.perf_counter()
 
 
@@ -294,13 +315,14 @@ def with_cpu(
     the CPU is counted from the call on (for runs that do not call ``start``)."""
 
     async def timed() -> float:
-        global _cpu_pid
+        global _cpu_pid, _last_cpu
         _cpu_pid = server_pid
         if whole:
             start()
         seconds = await run()
-        t1, s1 = os.times(), proc_cpu(server_pid)
+        fine, t1, s1 = time.process_time(), os.times(), proc_cpu(server_pid)
         u0, k0, s0 = _cpu0
+        _last_cpu = (fine - _cpu0_fine, s1 - s0)
         us = 1e6 / ops
         print(
             f"  cpu {impl:9s} {label:26s} client user {(t1.user - u0) * us:5.2f}"

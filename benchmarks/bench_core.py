@@ -215,12 +215,22 @@ async def main_async(args: Any) -> list[Measurement]:
                     }
                 for peer in peers:
                     runs[peer.NAME] = partial(getattr(peer, attr), url, count, p)
-                best = await race_async(runs, args.repeat)
+                cpu: dict[str, tuple[float, float]] = {}
+                best = await race_async(runs, args.repeat, cpu)
                 for impl, s in best.items():
                     if math.isinf(s):
                         print(f"{impl} {kind} {label}: no run completed, no figure")
                         continue
-                    results.append(Measurement(f"{kind} {label}", impl, s, count, count * size))
+                    results.append(
+                        Measurement(
+                            f"{kind} {label}",
+                            impl,
+                            s,
+                            count,
+                            count * size,
+                            *cpu.get(impl, (None, None)),
+                        )
+                    )
         # requests in rounds, taking turns, so that a busy spell hits both clients
         rounds = max(1, args.repeat)
         k = max(1, args.requests // rounds)

@@ -32,6 +32,8 @@ from benchmarks._report import (
     race_workloads,
     report,
     run_on_loop,
+    start,
+    with_cpu,
 )
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
@@ -72,7 +74,7 @@ class Ours:
     async def put(self, n: int) -> float:
         kv = await self.fresh(0)
         keys = _keys(n)
-        t0 = time.perf_counter()
+        t0 = start()
         for k in keys:
             await kv.put(k, VALUE)
         return time.perf_counter() - t0
@@ -80,14 +82,14 @@ class Ours:
     async def get(self, n: int) -> float:
         kv = await self.fresh(n)
         keys = _keys(n)
-        t0 = time.perf_counter()
+        t0 = start()
         for k in keys:
             await kv.get(k)
         return time.perf_counter() - t0
 
     async def watch(self, n: int) -> float:
         kv = await self.fresh(n)
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         async with kv.watch_all() as w:
             async for entry in w:
@@ -129,7 +131,7 @@ class Theirs:
     async def put(self, n: int) -> float:
         kv = await self.fresh(0)
         keys = _keys(n)
-        t0 = time.perf_counter()
+        t0 = start()
         for k in keys:
             await kv.put(k, VALUE)
         return time.perf_counter() - t0
@@ -137,14 +139,14 @@ class Theirs:
     async def get(self, n: int) -> float:
         kv = await self.fresh(n)
         keys = _keys(n)
-        t0 = time.perf_counter()
+        t0 = start()
         for k in keys:
             await kv.get(k)
         return time.perf_counter() - t0
 
     async def watch(self, n: int) -> float:
         kv = await self.fresh(n)
-        t0 = time.perf_counter()
+        t0 = start()
         got = 0
         w = await kv.watchall()
         async for entry in w:
@@ -180,8 +182,18 @@ async def main_async(args: Any) -> list[Measurement]:
                     ("watch (until up to date)", n, lambda: impl.watch(n)),
                 ]
 
+            every = {impl.name: workloads(impl) for impl in [*impls, *peers]}
+            if args.cpu:
+                pid = server.pid or 0
+                every = {
+                    name: [
+                        (label, ops, run and with_cpu(run, label, name, ops, pid))
+                        for label, ops, run in wl
+                    ]
+                    for name, wl in every.items()
+                }
             return await race_workloads(
-                {impl.name: workloads(impl) for impl in [*impls, *peers]},
+                every,
                 repeat=args.repeat,
                 only=args.only,
                 unit="ops/s",
@@ -194,6 +206,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="run only workloads whose name has this")
     parser.add_argument("--no-peers", action="store_true", help="only jetstream and nats-py")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    parser.add_argument("--cpu", action="store_true", help="client/server CPU per operation")
     args = parser.parse_args()
     results = run_on_loop(main_async(args), args.loop)
     title = f"KeyValue ({args.loop} loop, best of {args.repeat})"

@@ -104,7 +104,16 @@ def main() -> int:
         return 0
     rows = [json.loads(line) for line in got]
     results = [
-        Measurement(r["workload"], r["impl"], r["seconds"], r["ops"], r["nbytes"]) for r in rows
+        Measurement(
+            r["workload"],
+            r["impl"],
+            r["seconds"],
+            r["ops"],
+            r["nbytes"],
+            r.get("client_cpu"),
+            r.get("server_cpu"),
+        )
+        for r in rows
     ]
     report(results, title="nats.go (native anchor)", json_output=args.json)
     return 0

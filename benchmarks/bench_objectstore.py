@@ -219,9 +219,12 @@ async def main_async(args: Any) -> tuple[list[Measurement], list[str]]:
                         name: with_cpu(r, label, name, args.size, pid, whole=True)
                         for name, r in runs.items()
                     }
-                best = await race_async(runs, args.repeat)
+                cpu: dict[str, tuple[float, float]] = {}
+                best = await race_async(runs, args.repeat, cpu)
                 for name, secs in best.items():
-                    results.append(Measurement(label, name, secs, 1, size))
+                    results.append(
+                        Measurement(label, name, secs, 1, size, *cpu.get(name, (None, None)))
+                    )
                     print(f"  {name:9s} {label:24s} {size / secs / 1e6:8.1f} MB/s", flush=True)
             for impl in impls:
                 name = impl.name

@@ -36,6 +36,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 OURS = "jetstream"
 NATIVE = "nats.go"
@@ -49,6 +50,8 @@ RUNS: tuple[tuple[str, ...], ...] = (
     ("benchmarks.bench_kv", "--repeat", "3", "--count", "5000"),
     ("benchmarks.bench_objectstore", "--size", "32"),
 )
+#: every run also notes the CPU of its client and of the server (``--cpu``: two reads of
+#: /proc around each timed run), for the table of what bounds each rate
 #: the native anchor's run, the same sizes (it takes no --loop)
 NATIVE_RUN = (
     "benchmarks.bench_native",
@@ -74,9 +77,10 @@ class Ratio:
     times: float  # ours vs the peer: above 1, ours is faster
 
 
-def _rates(lines: Iterable[str]) -> tuple[list[str], dict[tuple[str, str], tuple[float, int]]]:
-    """The workloads in order of appearance, and (seconds, ops) per (workload, impl)."""
-    seconds: dict[tuple[str, str], tuple[float, int]] = {}
+def _measurements(lines: Iterable[str]) -> tuple[list[str], dict[tuple[str, str], dict[str, Any]]]:
+    """The workloads in order of appearance, and per (workload, impl) the JSON object of
+    its fastest measurement (a workload measured twice keeps its faster run)."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
     order: list[str] = []
     for line in lines:
         line = line.strip()
@@ -86,11 +90,16 @@ def _rates(lines: Iterable[str]) -> tuple[list[str], dict[tuple[str, str], tuple
         w, impl = m["workload"], m["impl"]
         if w not in order:
             order.append(w)
-        secs, ops = float(m["seconds"]), int(m["ops"])
-        before = seconds.get((w, impl))
-        if before is None or secs / ops < before[0] / before[1]:
-            seconds[(w, impl)] = (secs, ops)
-    return order, seconds
+        before = best.get((w, impl))
+        if before is None or m["seconds"] / m["ops"] < before["seconds"] / before["ops"]:
+            best[(w, impl)] = m
+    return order, best
+
+
+def _rates(lines: Iterable[str]) -> tuple[list[str], dict[tuple[str, str], tuple[float, int]]]:
+    """The workloads in order of appearance, and (seconds, ops) per (workload, impl)."""
+    order, best = _measurements(lines)
+    return order, {k: (float(m["seconds"]), int(m["ops"])) for k, m in best.items()}
 
 
 def ratios(lines: Iterable[str]) -> list[Ratio]:
@@ -160,6 +169,51 @@ def table(lines: Iterable[str]) -> str:
     return "\n".join(rows)
 
 
+#: a process busy this many cores' worth of the run's wall time bounds the rate
+BUSY = 0.85
+
+
+def bound(client: float, server: float, cores: int) -> str:
+    """What bounds a run, from how many cores' worth of its wall time the client and
+    the server were busy: both cores, the busier of the two processes, or neither (the
+    run waits on round trips, each side idle while the other works)."""
+    if client + server >= 0.9 * cores:
+        return "both cores"
+    if max(client, server) >= BUSY:
+        return "the client" if client >= server else "the server"
+    return "round trips"
+
+
+def bounds_table(lines: Iterable[str], cores: int) -> str:
+    """A Markdown table: per throughput workload measured with ``--cpu``, how busy our
+    client and the server were over the best run (cores' worth of its wall time), and
+    the same in the Go client's run, each with what bounds it (``bound``)."""
+    order, best = _measurements(lines)
+    sides = [impl for impl in (OURS, NATIVE) if any(k[1] == impl for k in best)]
+    head = ["workload"]
+    for impl in sides:
+        head += [f"{impl}: client, server busy", f"{impl}: bound"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for w in order:
+        cells = [w]
+        for impl in sides:
+            m = best.get((w, impl))
+            if m is None or m.get("client_cpu") is None or m.get("server_cpu") is None:
+                cells += ["n/a", "n/a"]
+                continue
+            client, server = m["client_cpu"] / m["seconds"], m["server_cpu"] / m["seconds"]
+            cells += [f"{client:.2f}, {server:.2f}", bound(client, server, cores)]
+        if any(c != "n/a" for c in cells[1:]):
+            rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _cores(title: str) -> int:
+    """The CPU count a caption names ("2 cores (...)"), else this machine's."""
+    first = title.split(" cores", 1)[0]
+    return int(first) if first.isdigit() else (os.cpu_count() or 1)
+
+
 def _version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)
@@ -222,9 +276,9 @@ def run_benchmarks(out: Path, loop: str = "asyncio", native: bool = True) -> lis
     minutes, and each of its workloads keeps the faster of its two runs, so a fraction
     of nats.go errs low rather than high); keep the lines in ``out``."""
     lines: list[str] = []
-    runs = [(*args, "--loop", loop) for args in RUNS]
+    runs = [(*args, "--loop", loop, "--cpu") for args in RUNS]
     if native:
-        runs = [NATIVE_RUN, *runs, NATIVE_RUN]
+        runs = [(*NATIVE_RUN, "--cpu"), *runs, (*NATIVE_RUN, "--cpu")]
     for args in runs:
         print(f"running {' '.join(args)} ...", file=sys.stderr, flush=True)
         proc = subprocess.run(
@@ -325,6 +379,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     draw(data, args.svg, title)
     text = f"{title}\n\n{table(lines)}\n"
+    busy = bounds_table(lines, _cores(title))
+    if busy.count("\n") > 1:
+        text += f"\nWhat bounds each rate (cores busy over the best run, from /proc):\n\n{busy}\n"
     if args.run:
         data_file.with_suffix(".txt").write_text(text)
     print(text)

@@ -31,7 +31,8 @@ RUNS = {
 @pytest.mark.parametrize("module", sorted(RUNS))
 def test_benchmark_reports_both_clients(module: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{module}", "--repeat", "1", "--json", *RUNS[module]],
+        [sys.executable, "-m", f"benchmarks.{module}", "--repeat", "1", "--json", "--cpu"]
+        + RUNS[module],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -46,11 +47,16 @@ def test_benchmark_reports_both_clients(module: str) -> None:
         by_workload.setdefault(r["workload"], set()).add(r["impl"])
     for workload, impls in by_workload.items():
         assert {"jetstream", "nats-py"} <= impls <= ALL_IMPLS, (workload, impls)
+    # --cpu: the CPU of our best run, the client's and the server's, for the chart's table
+    # of what bounds each rate (a latency has none)
+    for r in rows:
+        if r["impl"] == "jetstream" and "latency" not in r["workload"]:
+            assert r["client_cpu"] > 0 and r["server_cpu"] >= 0, r
 
 
 def test_the_native_anchor_runs_or_says_it_was_skipped() -> None:
     sizes = ["--count", "2000", "--js-count", "400", "--kv-count", "50", "--requests", "20"]
-    only = ["--size", "1", "--only", "core,kv"]
+    only = ["--size", "1", "--only", "core,kv", "--cpu"]
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.bench_native", "--repeat", "1", "--json", *sizes, *only],
         cwd=ROOT,
@@ -66,3 +72,5 @@ def test_the_native_anchor_runs_or_says_it_was_skipped() -> None:
     assert {r["impl"] for r in rows} == {"nats.go"}
     assert {r["workload"] for r in rows} >= {"publish 16 B", "pub->sub 1 KiB", "put", "get"}
     assert all(r["seconds"] > 0 and r["ops"] > 0 for r in rows), rows
+    timed = [r for r in rows if "latency" not in r["workload"]]
+    assert all(r["client_cpu"] > 0 and r["server_cpu"] >= 0 for r in timed), timed

@@ -5,11 +5,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.chart import main, ratios, table
+import pytest
+
+from benchmarks.chart import bound, bounds_table, main, ratios, table
 
 
-def _line(workload: str, impl: str, seconds: float, ops: int = 1000) -> str:
-    return json.dumps({"workload": workload, "impl": impl, "seconds": seconds, "ops": ops})
+def _line(
+    workload: str,
+    impl: str,
+    seconds: float,
+    ops: int = 1000,
+    cpu: tuple[float, float] | None = None,
+) -> str:
+    m = {"workload": workload, "impl": impl, "seconds": seconds, "ops": ops}
+    if cpu is not None:
+        m["client_cpu"], m["server_cpu"] = cpu
+    return json.dumps(m)
 
 
 def test_ratios_are_our_throughput_over_each_peers() -> None:
@@ -72,3 +83,38 @@ def test_a_workload_measured_twice_keeps_its_faster_run() -> None:
         ]
         got = {(r.workload, r.peer): round(r.times, 3) for r in ratios(lines)}
         assert got == {("pub", "nats.go"): 1.0}
+
+
+def test_a_bound_is_the_busy_process_both_cores_or_round_trips() -> None:
+    assert bound(0.98, 0.40, cores=2) == "the client"
+    assert bound(0.60, 0.95, cores=2) == "the server"
+    assert bound(0.95, 0.90, cores=2) == "both cores"
+    assert bound(0.40, 0.70, cores=2) == "round trips"
+    assert bound(0.95, 0.90, cores=4) == "the client"
+
+
+def test_the_bounds_table_reads_the_cpu_of_each_sides_best_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        _line("pub->sub", "jetstream", 2.0, cpu=(1.9, 0.6)),  # slower: not the one kept
+        _line("pub->sub", "jetstream", 1.0, cpu=(0.98, 0.3)),
+        _line("pub->sub", "nats.go", 0.5, cpu=(0.4, 0.25)),
+        _line("fetch", "jetstream", 1.0, cpu=(0.4, 0.7)),
+        _line("fetch", "nats-py", 3.0, cpu=(0.9, 0.2)),  # only ours and Go's are shown
+        _line("latency", "jetstream", 1.0),  # no CPU measured: no row
+    ]
+    rows = bounds_table(lines, cores=2).splitlines()
+    assert rows[0].startswith("| workload | jetstream: client, server busy | jetstream: bound")
+    assert rows[2] == "| pub->sub | 0.98, 0.30 | the client | 0.80, 0.50 | round trips |"
+    assert rows[3] == "| fetch | 0.40, 0.70 | round trips | n/a | n/a |"
+    assert len(rows) == 4
+    # and the chart's text has it under the rates, read from the caption's core count
+    data = tmp_path / "run.jsonl"
+    data.write_text("\n".join([*lines, _line("pub->sub", "nats-py", 4.0)]))
+    (tmp_path / "run.caption").write_text("4 cores (x); Python 3\n")
+    out = tmp_path / "c.svg"
+    assert main(["--from", str(data), "--svg", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "What bounds each rate" in printed
+    assert "| fetch | 0.40, 0.70 | round trips | n/a | n/a |" in printed
