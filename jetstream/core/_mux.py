@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from ..errors import ConnectionClosedError, NoRespondersError
@@ -77,6 +78,29 @@ class RequestMux:
         w = self.waiters.get(op.subject[self.cut :])
         if w is not None and not w[0].done():
             w[0].set_result(op)
+
+    def add_each(self, subjects: Sequence[str], waiter: Waiter, timeout: float) -> list[str]:
+        """Register a request to each of ``subjects``, all answered to ``waiter`` (which
+        tells the replies apart by their subjects); returns their reply subjects."""
+        deadline = self.client._loop.time() + timeout
+        # one entry for all: the sweep names the first subject (the waiter says more)
+        entry = (waiter, deadline, subjects[0] if subjects else "", timeout)
+        waiters = self.waiters
+        inboxes: list[str] = []
+        for _ in subjects:
+            token = str(next(self.tokens))
+            waiters[token] = entry
+            inboxes.append(self.prefix + token)
+        if deadline < self.due:
+            self.arm(deadline)
+        return inboxes
+
+    def forget(self, inboxes: Iterable[str]) -> None:
+        """Drop the requests of these reply subjects (answered or not)."""
+        pop = self.waiters.pop
+        cut = self.cut
+        for inbox in inboxes:
+            pop(inbox[cut:], None)
 
     def arm(self, when: float) -> None:
         """Have the sweep run at ``when`` (earlier than it is due now)."""

@@ -484,41 +484,20 @@ class Client(_ClientBase):
     ) -> list[str]:
         """Write one request to each of ``subjects`` (subjects the server gave us: not
         validated), every reply going to ``waiter``, in one write; returns their reply
-        subjects, which the caller drops with ``_forget_requests`` when done (with the
-        replies' own subjects, the waiter tells them apart)."""
+        subjects, dropped with ``_forget_requests`` when done."""
         self._check_open()
         mux = self._mux or self._request_mux()
-        deadline = self._loop.time() + timeout
-        waiters = mux.waiters
-        tokens = mux.tokens
-        # one entry for all: the sweep names the first subject (the waiter says more)
-        entry = (waiter, deadline, subjects[0] if subjects else "", timeout)
-        inbox = mux.prefix
+        inboxes = mux.add_each(subjects, waiter, timeout)
         size = len(data)
-        inboxes: list[str] = []
-        for subject in subjects:
-            token = str(next(tokens))
-            waiters[token] = entry
-            reply = inbox + token
-            inboxes.append(reply)
-            self._publish_formatted(
-                subject,
-                b"PUB %b %b %d\r\n%b\r\n" % (subject.encode(), reply.encode(), size, data),
-                size,
-            )
-        if deadline < mux.due:
-            mux.arm(deadline)
+        for subject, reply in zip(subjects, inboxes, strict=True):
+            message = b"PUB %b %b %d\r\n%b\r\n" % (subject.encode(), reply.encode(), size, data)
+            self._publish_formatted(subject, message, size)
         self._flush_now()
         return inboxes
 
     def _forget_requests(self, inboxes: Sequence[str]) -> None:
-        """Drop what ``_request_each`` left in the mux (answered or not)."""
-        mux = self._mux
-        if mux is not None:
-            pop = mux.waiters.pop
-            cut = mux.cut
-            for inbox in inboxes:
-                pop(inbox[cut:], None)
+        if self._mux is not None:
+            self._mux.forget(inboxes)
 
     async def request_many(
         self,
