@@ -246,6 +246,31 @@ class Subscription:
         except TimeoutError:
             raise NatsTimeoutError(f"no message on {self.subject!r} within {timeout}s") from None
 
+    async def take_many(self, timeout: float | None = 30.0) -> list[Msg]:
+        """Every message queued, at once, in order: at least one, waiting at most
+        ``timeout`` seconds (None: forever) for it. For a reader that works on batches:
+        one call for what a feed brought, not an ``async for`` step a message.
+
+        Raises:
+            TimeoutError: nothing arrived in time.
+            ConnectionClosedError: the subscription ended and nothing is left.
+            TypeError: the subscription has a callback.
+        """
+        if self._cb is not None:
+            raise TypeError("a subscription with a callback cannot be read")
+        q = self._queue
+        if q:
+            msgs = list(q)
+        else:
+            msgs = [await self.next_msg(timeout)]  # counted out of the pending bytes
+            if not q:
+                return msgs
+            msgs += q
+        q.clear()
+        self._pending_bytes = 0
+        self._slow = False
+        return msgs
+
     async def _run_async_cb(self) -> None:
         cb = self._cb
         assert cb is not None

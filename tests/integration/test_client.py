@@ -256,6 +256,39 @@ async def test_unsubscribe_ends_iteration(nats_url: str) -> None:
             await sub.next_msg(timeout=0.1)
 
 
+async def test_take_many_hands_over_what_is_queued_at_once(nats_url: str) -> None:
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe("many")
+        await nc.flush()
+        for i in range(300):
+            await nc.publish("many", b"%d" % i)
+        await nc.flush()
+        got: list[bytes] = []
+        while len(got) < 300:
+            batch = await sub.take_many(timeout=5)
+            assert batch  # at least one, never an empty list
+            got += [m.data for m in batch]
+        assert got == [b"%d" % i for i in range(300)]
+        assert sub.pending_msgs == 0 and sub.pending_bytes == 0
+        # waits for the next one; nothing within the timeout is a TimeoutError
+        waiting = asyncio.create_task(sub.take_many(timeout=5))
+        await asyncio.sleep(0.05)
+        await nc.publish("many", b"late")
+        assert [m.data for m in await waiting] == [b"late"]
+        with pytest.raises(NatsTimeoutError):
+            await sub.take_many(timeout=0.1)
+        # what was queued is still handed over after the end, then the end
+        await nc.publish("many", b"last")
+        await nc.flush()
+        await sub.unsubscribe()
+        assert [m.data for m in await sub.take_many(timeout=1)] == [b"last"]
+        with pytest.raises(ConnectionClosedError):
+            await sub.take_many(timeout=1)
+        with_cb = await nc.subscribe("cb", cb=lambda m: None)
+        with pytest.raises(TypeError):
+            await with_cb.take_many()
+
+
 async def test_request_reply_and_no_responders(nats_url: str) -> None:
     async with jetstream.connect(nats_url) as nc:
 
