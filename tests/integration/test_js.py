@@ -260,6 +260,19 @@ async def test_publish_async_window_and_completion(nc: Client) -> None:
     assert js.publish_async_pending == 0
 
 
+async def test_publish_async_writes_a_refill_as_it_goes(nc: Client) -> None:
+    """A burst of async publishes is written in pieces as it is made, not all at the
+    end of the loop iteration: the server starts on the first ones meanwhile."""
+    js = nc.jetstream(publish_async_max_pending=1000)
+    await js.create_stream(StreamConfig(name="P", subjects=["p"]))
+    futs = [await js.publish_async("p", b"x" * 128) for _ in range(500)]
+    # no loop turn yet (there was room for all): all but the last piece is written
+    # (the burst is some 95 KB; what is left to write, at most one piece)
+    assert len(nc._wbuf) < 16 * 1024
+    await js.publish_async_complete(timeout=10)
+    assert [f.result().seq for f in futs] == list(range(1, 501))
+
+
 async def test_publish_async_payload_forms_and_refusals(nc: Client) -> None:
     """The async publisher writes small payloads with their control line in one go and
     larger ones, header blocks and memoryviews apart: every form is stored as sent,
