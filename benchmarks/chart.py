@@ -175,13 +175,14 @@ BUSY = 0.85
 
 def bound(client: float, server: float, cores: int) -> str:
     """What bounds a run, from how many cores' worth of its wall time the client and
-    the server were busy: both cores, the busier of the two processes, or neither (the
-    run waits on round trips, each side idle while the other works)."""
+    the server were busy: both cores, the busier of the two processes, or neither (they
+    take turns: round trips, a window or a pull waited for, each side idle a part of
+    the time while the other works)."""
     if client + server >= 0.9 * cores:
         return "both cores"
     if max(client, server) >= BUSY:
         return "the client" if client >= server else "the server"
-    return "round trips"
+    return "neither (turns)"
 
 
 def bounds_table(lines: Iterable[str], cores: int) -> str:

@@ -85,11 +85,11 @@ def test_a_workload_measured_twice_keeps_its_faster_run() -> None:
         assert got == {("pub", "nats.go"): 1.0}
 
 
-def test_a_bound_is_the_busy_process_both_cores_or_round_trips() -> None:
+def test_a_bound_is_the_busy_process_both_cores_or_neither() -> None:
     assert bound(0.98, 0.40, cores=2) == "the client"
     assert bound(0.60, 0.95, cores=2) == "the server"
     assert bound(0.95, 0.90, cores=2) == "both cores"
-    assert bound(0.40, 0.70, cores=2) == "round trips"
+    assert bound(0.40, 0.70, cores=2) == "neither (turns)"
     assert bound(0.95, 0.90, cores=4) == "the client"
 
 
@@ -106,8 +106,8 @@ def test_the_bounds_table_reads_the_cpu_of_each_sides_best_run(
     ]
     rows = bounds_table(lines, cores=2).splitlines()
     assert rows[0].startswith("| workload | jetstream: client, server busy | jetstream: bound")
-    assert rows[2] == "| pub->sub | 0.98, 0.30 | the client | 0.80, 0.50 | round trips |"
-    assert rows[3] == "| fetch | 0.40, 0.70 | round trips | n/a | n/a |"
+    assert rows[2] == "| pub->sub | 0.98, 0.30 | the client | 0.80, 0.50 | neither (turns) |"
+    assert rows[3] == "| fetch | 0.40, 0.70 | neither (turns) | n/a | n/a |"
     assert len(rows) == 4
     # and the chart's text has it under the rates, read from the caption's core count
     data = tmp_path / "run.jsonl"
@@ -117,4 +117,4 @@ def test_the_bounds_table_reads_the_cpu_of_each_sides_best_run(
     assert main(["--from", str(data), "--svg", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "What bounds each rate" in printed
-    assert "| fetch | 0.40, 0.70 | round trips | n/a | n/a |" in printed
+    assert "| fetch | 0.40, 0.70 | neither (turns) | n/a | n/a |" in printed
