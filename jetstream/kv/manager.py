@@ -25,6 +25,8 @@ __all__ = ["KeyValueManager"]
 
 
 def _config(config: KeyValueConfig | None, options: dict[str, Any]) -> KeyValueConfig:
+    if isinstance(config, str):
+        raise TypeError(f"the bucket name is a keyword: bucket={config!r}")
     if config is not None:
         if options:
             raise TypeError("give a KeyValueConfig or keywords, not both")

@@ -89,6 +89,8 @@ class ObjectStoreManager:
         placement: Placement | None,
         metadata: Mapping[str, str] | None,
     ) -> ObjectStoreConfig:
+        if isinstance(config, str):
+            raise TypeError(f"the bucket name is a keyword: bucket={config!r}")
         if config is None:
             if bucket is None:
                 raise ValueError("give an ObjectStoreConfig or bucket=")

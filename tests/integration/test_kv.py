@@ -120,6 +120,8 @@ async def test_bucket_management_and_errors(js: JetStream) -> None:
         await js.create_key_value(bucket="h", history=65)
     with pytest.raises(TypeError):
         await js.create_key_value(KeyValueConfig(bucket="x"), history=2)
+    with pytest.raises(TypeError, match="bucket='named'"):  # a name where the config goes
+        await js.create_key_value("named")  # type: ignore[arg-type]
     await js.create_stream(StreamConfig(name="KV_odd", subjects=["odd"]))
     with pytest.raises(BadBucketError):
         await js.key_value("odd")

@@ -85,6 +85,8 @@ async def test_bucket_layout_and_management(js: JetStream) -> None:
         await js.object_store("nope")
     with pytest.raises(ValueError):
         await js.create_object_store(bucket="bad.name")
+    with pytest.raises(TypeError, match="bucket='named'"):  # a name where the config goes
+        await js.create_object_store("named")  # type: ignore[arg-type]
     assert await js.delete_object_store("more")
     with pytest.raises(ObjectStoreNotFoundError):
         await js.delete_object_store("more")
