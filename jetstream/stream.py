@@ -6,6 +6,7 @@ Consumer management on a stream lives in ``_stream_consumers.py``, the base of
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ._context import Context
+from ._retry import retry_delay
 from ._stream_consumers import StreamConsumers
 from .api import (
     MsgDeleteRequest,
@@ -27,6 +29,7 @@ from .api import (
 )
 from .errors import (
     JetStreamApiError,
+    JetStreamNotEnabledError,
     MessageNotFoundError,
     NoRespondersError,
     ProtocolError,
@@ -267,7 +270,23 @@ class Stream(StreamConsumers):
         else:
             suffix = f"DIRECT.GET.{self.name}"
             body = msgspec.json.encode(req)
-        msg = await js._request(suffix, body)
+        # No responders on a stream that exists: its replicas answer direct gets only
+        # while they are current, and their interest reaches the other servers a moment
+        # late (a stream just made or moved, a replica catching up): asked again with
+        # backoff within the context's timeout before it counts as JetStream missing.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + js.timeout
+        tries = 0
+        while True:
+            try:
+                msg = await js._request(suffix, body)
+                break
+            except JetStreamNotEnabledError:
+                tries += 1
+                left = deadline - loop.time()
+                if left < 0.05:
+                    raise
+                await asyncio.sleep(min(retry_delay(tries), left))
         if msg.status:
             raise _status_error(msg, self.name, js.api_subject(suffix))
         return _direct_msg(msg, self.name)

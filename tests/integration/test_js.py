@@ -153,6 +153,43 @@ async def test_get_msg_by_subject_and_direct(js: JetStream) -> None:
     assert (await direct.get_msg(6, direct=False)).headers["n"] == "6"
 
 
+async def test_direct_get_without_responders_asks_again_within_the_timeout(
+    nc: Client,
+) -> None:
+    """No responders to a direct get (a replica not current yet, interest not yet
+    propagated) is asked again with backoff: a responder that comes late is heard; one
+    that never comes ends in JetStreamNotEnabledError at the context's timeout."""
+    patient = await nc.jetstream(timeout=10.0).create_stream(
+        StreamConfig(name="L", subjects=["l.>"], allow_direct=True)
+    )
+    brief = await nc.jetstream(timeout=1.0).stream("L")
+    await nc.jetstream().delete_stream("L")  # the handles still say allow_direct; no one answers
+
+    async def replica(msg: jetstream.Msg) -> None:  # stands in for a replica come back
+        await msg.respond(
+            b"late",
+            headers={
+                "Nats-Stream": "L",
+                "Nats-Subject": "l.x",
+                "Nats-Sequence": "7",
+                "Nats-Time-Stamp": "2026-01-01T00:00:00Z",
+            },
+        )
+
+    async def comes_late() -> jetstream.Subscription:
+        await asyncio.sleep(0.5)
+        return await nc.subscribe("$JS.API.DIRECT.GET.L.l.x", cb=replica)
+
+    late = asyncio.create_task(comes_late())
+    got = await patient.get_msg(last_by_subject="l.x")
+    assert (got.seq, got.subject, got.data) == (7, "l.x", b"late")
+    await (await late).unsubscribe()
+    sent = nc.stats.out_msgs
+    with pytest.raises(JetStreamNotEnabledError):
+        await brief.get_msg(last_by_subject="l.x")
+    assert nc.stats.out_msgs - sent >= 2  # asked again before giving up
+
+
 async def test_batch_and_multi_last_direct_get(js: JetStream) -> None:
     stream = await js.create_stream(StreamConfig(name="B", subjects=["b.>"], allow_direct=True))
     for i in range(1, 21):
