@@ -51,6 +51,7 @@ __all__ = [
     "run_on_loop",
     "start",
     "with_cpu",
+    "with_cpu_all",
 ]
 
 OURS = "jetstream"
@@ -333,6 +334,20 @@ def with_cpu(
         return seconds
 
     return timed
+
+
+def with_cpu_all(
+    every: Mapping[str, Sequence[Workload]], server_pid: int
+) -> dict[str, list[Workload]]:
+    """``every`` (per implementation, its workloads) with each run wrapped by
+    ``with_cpu`` (a workload the implementation lacks stays None)."""
+    return {
+        name: [
+            (label, ops, run and with_cpu(run, label, name, ops, server_pid))
+            for label, ops, run in workloads
+        ]
+        for name, workloads in every.items()
+    }
 
 
 def run_on_loop(coro: Coroutine[Any, Any, T], loop: str) -> T:

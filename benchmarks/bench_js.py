@@ -56,7 +56,7 @@ from benchmarks._report import (
     report,
     run_on_loop,
     start,
-    with_cpu,
+    with_cpu_all,
 )
 from jetstream import ConsumerConfig, StreamConfig
 from jetstream.api import StorageType
@@ -315,14 +315,7 @@ async def main_async(args: Any) -> list[Measurement]:
             if args.profile:  # ours alone, under cProfile
                 every = {Ours.name: every[Ours.name]}
             if args.cpu or args.profile:
-                pid = server.pid or 0
-                every = {
-                    name: [
-                        (label, ops, run and with_cpu(run, label, name, ops, pid))
-                        for label, ops, run in wl
-                    ]
-                    for name, wl in every.items()
-                }
+                every = with_cpu_all(every, server.pid or 0)
             prof = cProfile.Profile() if args.profile else None
             if prof is not None:
                 prof.enable()

@@ -33,7 +33,7 @@ from benchmarks._report import (
     report,
     run_on_loop,
     start,
-    with_cpu,
+    with_cpu_all,
 )
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
@@ -184,14 +184,7 @@ async def main_async(args: Any) -> list[Measurement]:
 
             every = {impl.name: workloads(impl) for impl in [*impls, *peers]}
             if args.cpu:
-                pid = server.pid or 0
-                every = {
-                    name: [
-                        (label, ops, run and with_cpu(run, label, name, ops, pid))
-                        for label, ops, run in wl
-                    ]
-                    for name, wl in every.items()
-                }
+                every = with_cpu_all(every, server.pid or 0)
             return await race_workloads(
                 every,
                 repeat=args.repeat,

@@ -186,6 +186,18 @@ class JsMsg(msgspec.Struct):
             TimeoutError: no confirmation within ``timeout`` (default 5 s); the message
                 counts as not acknowledged and ``ack_sync`` may be called again.
         """
+        client, reply = self._confirmable()
+        # The ack subject came from the server: written as it is, not validated or cached
+        # (like the plain acks).
+        await client._request(
+            reply, _ACK, 5.0 if timeout is None else timeout, None, b"PUB %b " % reply.encode()
+        )
+        self._acked = True
+
+    def _confirmable(self) -> tuple[Client, str]:
+        """The client to confirm an ack through, and the ack subject; raises (before
+        anything is sent) when the message was acknowledged already or has no reply
+        subject."""
         if self._acked:
             raise MsgAlreadyAckedError(
                 f"message on {self.subject!r} was already acknowledged; nothing sent"
@@ -193,16 +205,7 @@ class JsMsg(msgspec.Struct):
         client = self._client
         if not self.reply or client is None:
             raise NatsError(f"message on {self.subject!r} has no reply subject to acknowledge")
-        # The ack subject came from the server: written as it is, not validated or cached
-        # (like the plain acks).
-        await client._request(
-            self.reply,
-            _ACK,
-            5.0 if timeout is None else timeout,
-            None,
-            b"PUB %b " % self.reply.encode(),
-        )
-        self._acked = True
+        return client, self.reply
 
     def __repr__(self) -> str:
         return f"JsMsg(subject={self.subject!r}, data={self.data[:32]!r}, reply={self.reply!r})"
@@ -266,13 +269,7 @@ async def ack_sync_all(msgs: Iterable[JsMsg], timeout: float | None = None) -> N
     batch: dict[int, list[JsMsg]] = {}
     clients: dict[int, Client] = {}
     for msg in msgs:
-        if msg._acked:
-            raise MsgAlreadyAckedError(
-                f"message on {msg.subject!r} was already acknowledged; nothing sent"
-            )
-        client = msg._client
-        if not msg.reply or client is None:
-            raise NatsError(f"message on {msg.subject!r} has no reply subject to acknowledge")
+        client, _ = msg._confirmable()
         client._check_open()
         key = id(client)
         clients[key] = client
