@@ -46,11 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["AckTracker", "AsyncPublisher"]
 
 _PUBACK = msgspec.json.Decoder(PubAck)
-#: Written as soon as this much is buffered (not only at the end of the loop iteration):
-#: the server starts storing the first messages of a refill of the window while the
-#: rest are still being made, instead of waiting for the whole refill. On two cores,
-#: window 256, publish_async went 188k -> 214k a second (medians of interleaved runs).
-PIPELINE_WRITE = 8 * 1024
 
 
 class AckTracker(Protocol):
@@ -152,8 +147,6 @@ class AsyncPublisher:
         seq = self._seq + 1
         publish_seq(nc, subject, data, self._reply_prefix, seq, hdr)
         self._seq = seq
-        if len(nc._wbuf) >= PIPELINE_WRITE:
-            nc._flush_now()
         fut = nc._loop.create_future()
         deadline = self._now + (self.timeout if timeout is None else timeout)
         pending[str(seq)] = (fut, deadline, subject, None, data, hdr, deadline, False)
@@ -209,8 +202,6 @@ class AsyncPublisher:
         # The reply subject is ours (an inbox and a number): no validation needed.
         publish_seq(self._nc, subject, data, self._reply_prefix, seq, hdr)
         self._seq = seq
-        if len(self._nc._wbuf) >= PIPELINE_WRITE:
-            self._nc._flush_now()
         if self._timer is None:
             self._now = self._nc._loop.time()
             self._arm()

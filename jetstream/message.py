@@ -266,14 +266,14 @@ async def ack_sync_all(msgs: Iterable[JsMsg], timeout: float | None = None) -> N
         NoRespondersError: nobody answered an ack (the consumer is gone).
         DisconnectedError: the connection was lost while waiting.
     """
-    batch: dict[int, list[JsMsg]] = {}
-    clients: dict[int, Client] = {}
+    # per client (by identity): it, and the ack subjects and messages to confirm through it
+    batch: dict[int, tuple[Client, list[str], list[JsMsg]]] = {}
     for msg in msgs:
-        client, _ = msg._confirmable()
+        client, reply = msg._confirmable()
         client._check_open()
-        key = id(client)
-        clients[key] = client
-        batch.setdefault(key, []).append(msg)
+        _, replies, group = batch.setdefault(id(client), (client, [], []))
+        replies.append(reply)
+        group.append(msg)
     if not batch:
         return
     wait = 5.0 if timeout is None else timeout
@@ -281,10 +281,8 @@ async def ack_sync_all(msgs: Iterable[JsMsg], timeout: float | None = None) -> N
     confirms = _Confirms(loop.create_future(), wait)
     sent: list[tuple[Client, list[str]]] = []
     try:
-        for key, group in batch.items():
-            client = clients[key]
-            subjects = [m.reply or "" for m in group]
-            inboxes = client._request_each(subjects, _ACK, confirms, wait)
+        for client, replies, group in batch.values():
+            inboxes = client._request_each(replies, _ACK, confirms, wait)
             sent.append((client, inboxes))
             confirms.pending.update(zip(inboxes, group, strict=True))
         confirms.total = len(confirms.pending)

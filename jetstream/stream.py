@@ -279,7 +279,7 @@ class Stream(StreamConsumers):
         tries = 0
         while True:
             try:
-                msg = await js._request(suffix, body)
+                msg = await js._request(suffix, body, timeout=max(deadline - loop.time(), 0.05))
                 break
             except JetStreamNotEnabledError:
                 tries += 1

@@ -19,10 +19,16 @@ from .client import _not_bytes
 if TYPE_CHECKING:
     from .client import Client
 
-__all__ = ["publish_numbered", "publish_seq"]
+__all__ = ["PIPELINE_WRITE", "publish_numbered", "publish_seq"]
 
 #: payloads up to this size are formatted with their control line (one append)
 _INLINE_MAX = 1024
+#: ``publish_seq`` writes as soon as this much is buffered, not only at the end of the
+#: loop iteration: the server starts storing the first messages of a refill of the async
+#: publisher's window while the rest are still being made, instead of waiting for the
+#: whole refill. On two cores, window 256, publish_async went 188k -> 214k a second
+#: (medians of interleaved runs).
+PIPELINE_WRITE = 8 * 1024
 
 
 def publish_seq(
@@ -44,6 +50,8 @@ def publish_seq(
         # A header block, a big payload, or a size to check (the limit is -1 while
         # disconnected or closed): the client's own path.
         nc._publish_to_reply(subject, data, b"%b%d" % (reply_prefix, seq), hdr)
+        if len(nc._wbuf) >= PIPELINE_WRITE:
+            nc._flush_now()
         return
     pre = nc._pub_prefixes.get(subject)
     if pre is None:
@@ -57,7 +65,7 @@ def publish_seq(
         raise _not_bytes(wbuf, mark, data) from None
     nc._out_msgs += 1
     nc._out_bytes += size
-    if len(wbuf) >= FLUSH_THRESHOLD:
+    if len(wbuf) >= PIPELINE_WRITE:
         nc._flush_now()
     elif not nc._flush_scheduled:
         nc._flush_scheduled = True
