@@ -223,13 +223,20 @@ class NatsCluster:
         self.servers[i].stop()
 
     def restart(self, i: int, timeout: float | None = None) -> NatsServer:
-        """Restart server ``i`` on its ports and store; wait until it is ready."""
-        return self.servers[i].restart(self.start_timeout if timeout is None else timeout)
+        """Restart server ``i`` on its ports and store; wait until it is ready and the
+        meta leader counts it as a current peer again (as ``start()`` does: until then
+        an R3 asset may be refused, "peer offline")."""
+        timeout = self.start_timeout if timeout is None else timeout
+        server = self.servers[i].restart(timeout)
+        self.wait_for_leader(timeout)
+        return server
 
     async def restart_async(self, i: int, timeout: float | None = None) -> NatsServer:
         """``restart()`` without blocking the event loop."""
         timeout = self.start_timeout if timeout is None else timeout
-        return await self.servers[i].restart_async(timeout)
+        server = await self.servers[i].restart_async(timeout)
+        await self.wait_for_leader_async(timeout)
+        return server
 
     def kill_all(self) -> None:
         """SIGKILL every server."""

@@ -449,6 +449,11 @@ def test_cluster_elects_and_survives_a_kill() -> None:
         new_leader = cluster.wait_for_leader()
         assert new_leader != leader
         cluster.restart(victim)
+        # back as a current peer of the meta leader when restart() returns (R3 placeable)
+        meta_leader = cluster.leader()
+        assert meta_leader is not None and meta_leader.server_name == new_leader
+        peers = meta_leader.jsz()["meta_cluster"]["replicas"]
+        assert leader in [p["name"] for p in peers if p["current"] and not p.get("offline")]
         assert cluster.wait_for_leader() == new_leader
         assert cluster[victim].monitor("healthz")["status"] == "ok"
     assert not any(s.running for s in cluster.servers)
