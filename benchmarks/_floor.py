@@ -9,7 +9,14 @@ that waits in ``epoll`` cannot come in below them without spinning on its socket
 
 - ``ping``: ``PING`` -> ``PONG`` on one connection (one hop, as an ``ack_sync``);
 - ``request``: a message relayed by the server to a second connection, which
-  answers on the first one's subject (two hops, as a request to a responder).
+  answers on the first one's subject (two hops, as a request to a responder);
+- ``round_trips``: one message to each of a list of subjects, each waiting for its one
+  answer: a JetStream publish and its PubAck, a direct get and the message, an ack and
+  its confirmation (a sync publish, a KV put or get, an ``ack_sync``), with the same
+  server-side work as the client's call.
+
+Each is reported under the name ``FLOOR`` (``--json``: a measurement of that
+``impl``), which the chart reads into its table of round trips.
 """
 
 from __future__ import annotations
@@ -19,9 +26,12 @@ import statistics
 import time
 from urllib.parse import urlsplit
 
-__all__ = ["socket_floor"]
+__all__ = ["FLOOR", "round_trips", "socket_floor"]
 
-_CONNECT = b'CONNECT {"verbose":false,"pedantic":false}\r\n'
+#: the ``impl`` of a floor's measurements
+FLOOR = "socket floor"
+
+_CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true}\r\n'
 
 
 def _recv_until(sock: socket.socket, marker: bytes) -> None:
@@ -70,3 +80,69 @@ def socket_floor(url: str, rounds: int = 2000) -> dict[str, float]:
     finally:
         a.close()
         b.close()
+
+
+#: the start of a status answer that is an error (a status header line is
+#: ``NATS/1.0 <code>``): 4xx and 5xx
+_STATUS_ERRORS = {b"NATS/1.0 4", b"NATS/1.0 5"}
+
+
+class _Wire:
+    """A blocking connection that speaks just enough NATS to wait for one answer."""
+
+    def __init__(self, host: str, port: int, subs: bytes) -> None:
+        self.sock = _open(host, port, subs)
+        self.buf = b""
+
+    def _more(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        self.buf += chunk
+
+    def answer(self) -> bytes:
+        """The body (header block and payload) of the next MSG or HMSG."""
+        while True:
+            end = self.buf.find(b"\r\n")
+            if end < 0:
+                self._more()
+                continue
+            line = self.buf[:end]
+            op = line[:4]
+            if op in (b"MSG ", b"HMSG"):
+                size = int(line.rsplit(b" ", 1)[1])
+                total = end + 2 + size + 2
+                while len(self.buf) < total:
+                    self._more()
+                body = self.buf[end + 2 : end + 2 + size]
+                self.buf = self.buf[total:]
+                return body
+            self.buf = self.buf[end + 2 :]
+            if op == b"PING":
+                self.sock.sendall(b"PONG\r\n")
+            elif op == b"-ERR":
+                raise ConnectionError(line.decode(errors="replace"))
+
+
+def round_trips(url: str, subjects: list[str], payload: bytes) -> float:
+    """Seconds for one message to each of ``subjects`` in turn, each sent with a reply
+    subject and waiting for its answer.
+
+    Raises:
+        ValueError: an answer was an error (a JetStream API error or a status such as
+            404 or 503): the floor would have timed other work than the workload's.
+    """
+    u = urlsplit(url)
+    wire = _Wire(u.hostname or "127.0.0.1", u.port or 4222, b"SUB floor.answer 1\r\n")
+    try:
+        tail = b" floor.answer %d\r\n%b\r\n" % (len(payload), payload)
+        heads = [b"PUB " + s.encode() + tail for s in subjects]
+        t0 = time.perf_counter()
+        for message in heads:
+            wire.sock.sendall(message)
+            body = wire.answer()
+            if body.startswith(b'{"error"') or body[:10] in _STATUS_ERRORS:
+                raise ValueError(f"an error answered {message[:60]!r}: {body[:120]!r}")
+        return time.perf_counter() - t0
+    finally:
+        wire.sock.close()

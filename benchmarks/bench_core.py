@@ -32,7 +32,7 @@ import nats.errors
 
 import jetstream
 from benchmarks import _peers
-from benchmarks._floor import socket_floor
+from benchmarks._floor import FLOOR, socket_floor
 from benchmarks._report import (
     Measurement,
     arg_parser,
@@ -255,6 +255,7 @@ async def main_async(args: Any) -> list[Measurement]:
             f"socket floor (blocking sockets, no client): request p50 "
             f"{floor['request'] * 1e6:.0f} us, PING/PONG p50 {floor['ping'] * 1e6:.0f} us"
         )
+        results.append(Measurement("request p50 (1/latency)", FLOOR, floor["request"], 1))
     return results
 
 

@@ -47,7 +47,7 @@ from nats.js.api import StreamConfig as NStreamConfig
 
 import jetstream
 from benchmarks import _peers
-from benchmarks._floor import socket_floor
+from benchmarks._floor import FLOOR, round_trips, socket_floor
 from benchmarks._report import (
     Measurement,
     Workload,
@@ -334,7 +334,41 @@ async def main_async(args: Any) -> list[Measurement]:
             f"socket floor (blocking sockets, no client): PING/PONG p50 {ping * 1e6:.0f} us, "
             f"at most {1 / ping:,.0f} sequential round trips/s"
         )
+        if not args.only and not args.profile:
+            results += await _floors(server.url, max(100, n // 50), args.repeat)
         return results
+
+
+async def _floors(url: str, rounds: int, repeat: int) -> list[Measurement]:
+    """The round-trip workloads on bare sockets (``_floor.round_trips``), best of
+    ``repeat`` runs: a sync publish to a memory stream, and an ``ack_sync`` of a
+    delivered message (the messages are fetched, unacknowledged, with our client)."""
+    async with jetstream.connect(url) as nc:
+        js = nc.jetstream()
+        await js.create_stream(
+            StreamConfig(name="FLOOR", subjects=["floor"], storage=StorageType.MEMORY)
+        )
+        try:
+            # each run stores ``rounds`` messages: then each ``ack_sync`` run acks its own
+            pub = min(round_trips(url, ["floor"] * rounds, PAYLOAD) for _ in range(repeat))
+            stream = await js.stream("FLOOR")
+            c = await stream.create_consumer(ConsumerConfig(durable_name="f", max_ack_pending=-1))
+            acks = []
+            for _ in range(repeat):
+                msgs: list[jetstream.JsMsg] = []
+                while len(msgs) < rounds:
+                    msgs += await c.fetch(min(500, rounds - len(msgs)), expires=5)
+                acks.append(round_trips(url, [m.reply or "" for m in msgs], b"+ACK"))
+        finally:
+            await js.delete_stream("FLOOR")
+    print(
+        f"socket floor: sync publish {pub / rounds * 1e6:.0f} us, "
+        f"ack_sync {min(acks) / rounds * 1e6:.0f} us (mean round trip)"
+    )
+    return [
+        Measurement("sync publish", FLOOR, pub, rounds),
+        Measurement("ack_sync", FLOOR, min(acks), rounds),
+    ]
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from nats.js.api import StorageType as NStorageType
 
 import jetstream
 from benchmarks import _peers
+from benchmarks._floor import FLOOR, round_trips
 from benchmarks._report import (
     Measurement,
     Workload,
@@ -185,12 +186,39 @@ async def main_async(args: Any) -> list[Measurement]:
             every = {impl.name: workloads(impl) for impl in [*impls, *peers]}
             if args.cpu:
                 every = with_cpu_all(every, server.pid or 0)
-            return await race_workloads(
+            results = await race_workloads(
                 every,
                 repeat=args.repeat,
                 only=args.only,
                 unit="ops/s",
             )
+        if not args.only:
+            results += await _floors(server.url, keys, args.repeat)
+        return results
+
+
+async def _floors(url: str, keys: list[str], repeat: int) -> list[Measurement]:
+    """put and get on bare sockets (``_floor.round_trips``), best of ``repeat`` runs: a
+    publish of each key to a fresh bucket, then a direct get of each."""
+    async with jetstream.connect(url) as nc:
+        js = nc.jetstream()
+        puts, gets = [], []
+        for _ in range(repeat):
+            try:
+                await js.delete_key_value("FLOOR")
+            except jetstream.errors.BucketNotFoundError:
+                pass
+            await js.create_key_value(bucket="FLOOR", storage=StorageType.MEMORY)
+            puts.append(round_trips(url, [f"$KV.FLOOR.{k}" for k in keys], VALUE))
+            direct = [f"$JS.API.DIRECT.GET.KV_FLOOR.$KV.FLOOR.{k}" for k in keys]
+            gets.append(round_trips(url, direct, b""))
+        await js.delete_key_value("FLOOR")
+    n = len(keys)
+    print(
+        f"socket floor: put {min(puts) / n * 1e6:.0f} us, get {min(gets) / n * 1e6:.0f} us "
+        "(mean round trip)"
+    )
+    return [Measurement("put", FLOOR, min(puts), n), Measurement("get", FLOOR, min(gets), n)]
 
 
 def main() -> None:

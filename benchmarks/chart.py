@@ -42,6 +42,8 @@ OURS = "jetstream"
 NATIVE = "nats.go"
 #: the Python peers, in the order of the columns (a peer not installed is left out)
 PEERS = ("nats-py", "natsio", "nats-core")
+#: the round-trip workloads timed on bare sockets (``benchmarks/_floor.py``)
+FLOOR = "socket floor"
 
 #: the benchmarks run by ``--run``, with options that keep the whole run to minutes
 RUNS: tuple[tuple[str, ...], ...] = (
@@ -112,7 +114,7 @@ def ratios(lines: Iterable[str]) -> list[Ratio]:
         if ours is None or ours[0] <= 0:
             continue
         for (w2, impl), (secs, ops) in seconds.items():
-            if w2 != w or impl == OURS or secs <= 0:
+            if w2 != w or impl in (OURS, FLOOR) or secs <= 0:
                 continue
             # ops per second, ours over theirs (equal ops: their seconds over ours)
             out.append(Ratio(w, impl, (ours[1] / ours[0]) / (ops / secs)))
@@ -206,6 +208,36 @@ def bounds_table(lines: Iterable[str], cores: int) -> str:
             cells += [f"{client:.2f}, {server:.2f}", bound(client, server, cores)]
         if any(c != "n/a" for c in cells[1:]):
             rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def floor_table(lines: Iterable[str]) -> str:
+    """A Markdown table: per round-trip workload with a socket floor (the same calls on
+    bare blocking sockets, no client library), the floor's rate, ours, the best Python
+    peer's and nats.go's, ours as a fraction of the floor, and twice the best peer as one:
+    above 1, no client gets twice as fast as that peer on this machine."""
+    order, seconds = _rates(lines)
+    impls = {impl for _, impl in seconds}
+    native = NATIVE in impls
+    head = ["workload", FLOOR, OURS, "best Python peer", *([NATIVE] if native else [])]
+    head += [f"{OURS} / floor", "2x best peer / floor"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for w in order:
+        floor, ours = seconds.get((w, FLOOR)), seconds.get((w, OURS))
+        if floor is None or ours is None:
+            continue
+        peers = [(p, seconds[(w, p)]) for p in PEERS if (w, p) in seconds]
+        if not peers:
+            continue
+        name, best = max(peers, key=lambda pg: pg[1][1] / pg[1][0])
+        floor_rate = floor[1] / floor[0]
+        cells = [w, _fmt_rate(w, *floor), _fmt_rate(w, *ours), f"{_fmt_rate(w, *best)} ({name})"]
+        if native:
+            got = seconds.get((w, NATIVE))
+            cells.append(_fmt_rate(w, *got) if got else "n/a")
+        cells.append(f"{ours[1] / ours[0] / floor_rate:.2f}")
+        cells.append(f"{2 * best[1] / best[0] / floor_rate:.2f}")
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -383,6 +415,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     busy = bounds_table(lines, _cores(title))
     if busy.count("\n") > 1:
         text += f"\nWhat bounds each rate (cores busy over the best run, from /proc):\n\n{busy}\n"
+    floors = floor_table(lines)
+    if floors.count("\n") > 1:
+        text += (
+            "\nRound trips against the socket floor (the same calls on bare blocking sockets,"
+            " no client library, same server and run):\n\n" + floors + "\n"
+        )
     if args.run:
         data_file.with_suffix(".txt").write_text(text)
     print(text)

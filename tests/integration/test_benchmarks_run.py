@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+import jetstream
+from benchmarks._floor import round_trips
+
 ROOT = Path(__file__).resolve().parents[2]
 
 ALL_IMPLS = {"jetstream", "nats-py", "natsio", "nats-core"}
@@ -25,6 +28,13 @@ RUNS = {
     "bench_js": ["--count", "400"],
     "bench_kv": ["--count", "100"],
     "bench_objectstore": ["--size", "1"],
+}
+
+FLOORS = {
+    "bench_core": {"request p50 (1/latency)"},
+    "bench_js": {"sync publish", "ack_sync"},
+    "bench_kv": {"put", "get"},
+    "bench_objectstore": set(),
 }
 
 
@@ -45,8 +55,11 @@ def test_benchmark_reports_both_clients(module: str) -> None:
     for r in rows:
         assert r["seconds"] > 0 and r["ops"] > 0, r
         by_workload.setdefault(r["workload"], set()).add(r["impl"])
+    # the round trips also timed on bare sockets, for the chart's table of floors
+    floors = {w for w, impls in by_workload.items() if "socket floor" in impls}
+    assert floors == FLOORS[module], floors
     for workload, impls in by_workload.items():
-        assert {"jetstream", "nats-py"} <= impls <= ALL_IMPLS, (workload, impls)
+        assert {"jetstream", "nats-py"} <= impls - {"socket floor"} <= ALL_IMPLS, (workload, impls)
     # --cpu: the CPU of our best run, the client's and the server's, for the chart's table
     # of what bounds each rate (a latency has none)
     for r in rows:
@@ -74,3 +87,22 @@ def test_the_native_anchor_runs_or_says_it_was_skipped() -> None:
     assert all(r["seconds"] > 0 and r["ops"] > 0 for r in rows), rows
     timed = [r for r in rows if "latency" not in r["workload"]]
     assert all(r["client_cpu"] > 0 and r["server_cpu"] >= 0 for r in timed), timed
+
+
+@pytest.mark.asyncio
+async def test_a_socket_floor_times_only_answered_round_trips(
+    nats_url: str, js: jetstream.JetStream
+) -> None:
+    await js.create_key_value(bucket="F")
+    keys = [f"$KV.F.k{i}" for i in range(20)]
+    assert round_trips(nats_url, keys, b"v") > 0
+    assert [(await (await js.key_value("F")).get(f"k{i}")).value for i in (0, 19)] == [b"v"] * 2
+    assert round_trips(nats_url, [f"$JS.API.DIRECT.GET.KV_F.{k}" for k in keys], b"") > 0
+    # an error answer (here: no such key, 404) would time other work than the workload's
+    with pytest.raises(ValueError, match="404"):
+        round_trips(nats_url, ["$JS.API.DIRECT.GET.KV_F.$KV.F.missing"], b"")
+    # a publish the stream refuses (too big for it): a JetStream API error as the PubAck
+    await js.create_stream(jetstream.StreamConfig(name="SMALL", subjects=["small"], max_msg_size=8))
+    assert round_trips(nats_url, ["small"], b"x" * 8) > 0
+    with pytest.raises(ValueError, match="error"):
+        round_trips(nats_url, ["small"], b"x" * 9)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.chart import bound, bounds_table, main, ratios, table
+from benchmarks.chart import bound, bounds_table, floor_table, main, ratios, table
 
 
 def _line(
@@ -32,6 +32,7 @@ def test_ratios_are_our_throughput_over_each_peers() -> None:
         _line("fetch", "jetstream", 1.0, ops=2000),
         _line("fetch", "nats-py", 1.0, ops=500),
         _line("only peers", "nats-py", 1.0),
+        _line("pub", "socket floor", 0.25),  # a floor is not a peer: no bar
     ]
     got = {(r.workload, r.peer): round(r.times, 3) for r in ratios(lines)}
     assert got == {("pub", "nats-py"): 3.0, ("pub", "natsio"): 2.0, ("fetch", "nats-py"): 4.0}
@@ -118,3 +119,33 @@ def test_the_bounds_table_reads_the_cpu_of_each_sides_best_run(
     printed = capsys.readouterr().out
     assert "What bounds each rate" in printed
     assert "| fetch | 0.40, 0.70 | neither (turns) | n/a | n/a |" in printed
+
+
+def test_the_floor_table_sets_twice_the_best_peer_against_bare_sockets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        # 1000 puts: ours 8k/s, natsio 5k/s, nats-py 4k/s, bare sockets 8k/s, Go 10k/s
+        _line("put", "jetstream", 0.125),
+        _line("put", "natsio", 0.2),
+        _line("put", "nats-py", 0.25),
+        _line("put", "nats.go", 0.1),
+        _line("put", "socket floor", 0.125),
+        # a latency row: the floor's p50 against ours and the peers'
+        _line("request p50 (1/latency)", "jetstream", 200e-6, ops=1),
+        _line("request p50 (1/latency)", "nats-py", 300e-6, ops=1),
+        _line("request p50 (1/latency)", "socket floor", 100e-6, ops=1),
+        _line("publish", "jetstream", 1.0),  # no floor: no row
+        _line("publish", "nats-py", 2.0),
+    ]
+    rows = [r.split(" | ") for r in floor_table(lines).splitlines()[2:]]
+    assert [r[0] for r in rows] == ["| put", "| request p50 (1/latency)"]
+    # floor, ours, best peer, Go, ours / floor, 2x best peer / floor
+    assert rows[0][1:] == ["8.0k", "8.0k", "5.0k (natsio)", "10.0k", "1.00", "1.25 |"]
+    assert rows[1][1:] == ["100 µs", "200 µs", "300 µs (nats-py)", "n/a", "0.50", "0.67 |"]
+    # and the chart's text carries it under the rates
+    data = tmp_path / "run.jsonl"
+    data.write_text("\n".join(lines))
+    assert main(["--from", str(data), "--svg", str(tmp_path / "c.svg")]) == 0
+    out = capsys.readouterr().out
+    assert "Round trips against the socket floor" in out and "5.0k (natsio)" in out
