@@ -1,4 +1,5 @@
-"""What no client can beat: round trips through the server on bare blocking sockets.
+"""What no client can beat: the workloads' calls through the server on bare blocking
+sockets.
 
 A round-trip workload (a request, a sync publish, an ``ack_sync``) waits for the
 server, and on a virtual machine much of that wait is the kernel waking the
@@ -13,7 +14,9 @@ that waits in ``epoll`` cannot come in below them without spinning on its socket
 - ``round_trips``: one message to each of a list of subjects, each waiting for its one
   answer: a JetStream publish and its PubAck, a direct get and the message, an ack and
   its confirmation (a sync publish, a KV put or get, an ``ack_sync``), with the same
-  server-side work as the client's call.
+  server-side work as the client's call;
+- ``publish_all`` and ``deliver_all``: an object's chunks stored all at once, and sent
+  to a socket that drops them (an ObjectStore put and get, as fast as the server goes).
 
 Each is reported under the name ``FLOOR`` (``--json``: a measurement of that
 ``impl``), which the chart reads into its table of round trips.
@@ -21,12 +24,13 @@ Each is reported under the name ``FLOOR`` (``--json``: a measurement of that
 
 from __future__ import annotations
 
+import json
 import socket
 import statistics
 import time
 from urllib.parse import urlsplit
 
-__all__ = ["FLOOR", "round_trips", "socket_floor"]
+__all__ = ["FLOOR", "deliver_all", "publish_all", "round_trips", "socket_floor"]
 
 #: the ``impl`` of a floor's measurements
 FLOOR = "socket floor"
@@ -88,40 +92,58 @@ _STATUS_ERRORS = {b"NATS/1.0 4", b"NATS/1.0 5"}
 
 
 class _Wire:
-    """A blocking connection that speaks just enough NATS to wait for one answer."""
+    """A blocking connection that speaks just enough NATS to read what comes to it."""
 
-    def __init__(self, host: str, port: int, subs: bytes) -> None:
-        self.sock = _open(host, port, subs)
-        self.buf = b""
+    def __init__(self, url: str, subs: bytes) -> None:
+        u = urlsplit(url)
+        self.sock = _open(u.hostname or "127.0.0.1", u.port or 4222, subs)
+        self.buf = bytearray()
 
     def _more(self) -> None:
-        chunk = self.sock.recv(65536)
+        chunk = self.sock.recv(262144)
         if not chunk:
             raise ConnectionError("the server closed the connection")
         self.buf += chunk
 
-    def answer(self) -> bytes:
-        """The body (header block and payload) of the next MSG or HMSG."""
+    def answer(self, drop: bytes = b"") -> tuple[bytes, bytes]:
+        """The subscription id and the body (header block and payload) of the next MSG
+        or HMSG; the body of a message for the subscription ``drop`` is dropped unread
+        (``b""``)."""
+        buf = self.buf
         while True:
-            end = self.buf.find(b"\r\n")
+            end = buf.find(b"\r\n")
             if end < 0:
                 self._more()
                 continue
-            line = self.buf[:end]
+            line = bytes(buf[:end])
             op = line[:4]
             if op in (b"MSG ", b"HMSG"):
                 size = int(line.rsplit(b" ", 1)[1])
                 total = end + 2 + size + 2
-                while len(self.buf) < total:
+                while len(buf) < total:
                     self._more()
-                body = self.buf[end + 2 : end + 2 + size]
-                self.buf = self.buf[total:]
-                return body
-            self.buf = self.buf[end + 2 :]
+                sid = line.split(b" ", 3)[2]
+                body = b"" if sid == drop else bytes(buf[end + 2 : end + 2 + size])
+                del buf[:total]
+                return sid, body
+            del buf[: end + 2]
             if op == b"PING":
                 self.sock.sendall(b"PONG\r\n")
             elif op == b"-ERR":
                 raise ConnectionError(line.decode(errors="replace"))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _refuse_error(sent: bytes, body: bytes) -> None:
+    """Raise ValueError when ``body`` is an error: a status 4xx or 5xx, or a JSON
+    answer (a PubAck, an API response) with an ``error``."""
+    failed = body[:10] in _STATUS_ERRORS
+    if not failed and body.startswith(b"{") and b'"error"' in body:
+        failed = "error" in json.loads(body)
+    if failed:
+        raise ValueError(f"an error answered {sent[:60]!r}: {body[:120]!r}")
 
 
 def round_trips(url: str, subjects: list[str], payload: bytes) -> float:
@@ -132,17 +154,82 @@ def round_trips(url: str, subjects: list[str], payload: bytes) -> float:
         ValueError: an answer was an error (a JetStream API error or a status such as
             404 or 503): the floor would have timed other work than the workload's.
     """
-    u = urlsplit(url)
-    wire = _Wire(u.hostname or "127.0.0.1", u.port or 4222, b"SUB floor.answer 1\r\n")
+    wire = _Wire(url, b"SUB floor.answer 1\r\n")
     try:
         tail = b" floor.answer %d\r\n%b\r\n" % (len(payload), payload)
         heads = [b"PUB " + s.encode() + tail for s in subjects]
         t0 = time.perf_counter()
         for message in heads:
             wire.sock.sendall(message)
-            body = wire.answer()
-            if body.startswith(b'{"error"') or body[:10] in _STATUS_ERRORS:
-                raise ValueError(f"an error answered {message[:60]!r}: {body[:120]!r}")
+            _refuse_error(message, wire.answer()[1])
         return time.perf_counter() - t0
     finally:
-        wire.sock.close()
+        wire.close()
+
+
+def publish_all(
+    url: str, subject: str, chunks: list[bytes], then: tuple[str, bytes] | None = None
+) -> float:
+    """Seconds to publish every one of ``chunks`` to ``subject`` (a stream's), each
+    with a reply subject, all written at once, until every PubAck is in, and then the
+    request ``then`` (a subject and a body) answered: how fast the server stores an
+    object's chunks when nothing waits on the sender (with ``then``, the purge of the
+    object's chunks before, as a put that replaces an object does).
+
+    Raises:
+        ValueError: a PubAck or the answer to ``then`` was an error.
+    """
+    wire = _Wire(url, b"SUB floor.answer 1\r\n")
+    try:
+        head = b"PUB " + subject.encode() + b" floor.answer "
+        out = b"".join(b"%b%d\r\n%b\r\n" % (head, len(chunk), chunk) for chunk in chunks)
+        last = b""
+        if then is not None:
+            last = b"PUB %b floor.answer %d\r\n%b\r\n" % (then[0].encode(), len(then[1]), then[1])
+        t0 = time.perf_counter()
+        wire.sock.sendall(out)
+        for _ in chunks:
+            _refuse_error(head, wire.answer()[1])
+        if last:
+            wire.sock.sendall(last)
+            _refuse_error(last, wire.answer()[1])
+        return time.perf_counter() - t0
+    finally:
+        wire.close()
+
+
+def deliver_all(url: str, stream: str, filter_subject: str, count: int) -> float:
+    """Seconds from asking for an ephemeral push consumer of the ``count`` messages on
+    ``filter_subject`` of ``stream`` (no acks, no flow control) to the last of them read,
+    by a socket that drops what it reads: how fast the server sends an object's chunks.
+
+    Raises:
+        ValueError: the consumer was refused.
+    """
+    wire = _Wire(url, b"SUB floor.answer 1\r\nSUB floor.deliver 2\r\n")
+    try:
+        config = {
+            "deliver_subject": "floor.deliver",
+            "filter_subject": filter_subject,
+            "ack_policy": "none",
+            "deliver_policy": "all",
+            "inactive_threshold": 2_000_000_000,
+        }
+        body = json.dumps({"stream_name": stream, "config": config}).encode()
+        create = b"PUB $JS.API.CONSUMER.CREATE.%b floor.answer %d\r\n%b\r\n" % (
+            stream.encode(),
+            len(body),
+            body,
+        )
+        t0 = time.perf_counter()
+        wire.sock.sendall(create)
+        got = 0
+        while got < count:
+            sid, answer = wire.answer(drop=b"2")
+            if sid == b"2":
+                got += 1
+            else:  # the consumer's info, or why there is none
+                _refuse_error(create, answer)
+        return time.perf_counter() - t0
+    finally:
+        wire.close()

@@ -33,6 +33,7 @@ import nats
 
 import jetstream
 from benchmarks import _peers
+from benchmarks._floor import FLOOR, deliver_all, publish_all
 from benchmarks._report import (
     Measurement,
     arg_parser,
@@ -42,6 +43,7 @@ from benchmarks._report import (
     with_cpu,
 )
 from jetstream.embedded import NatsServer
+from jetstream.objectstore import DEFAULT_CHUNK_SIZE
 
 MiB = 1024 * 1024
 
@@ -188,6 +190,45 @@ def _write_file(path: Path, size: int) -> None:
             f.write(block[i:] + block[:i])
 
 
+async def _floors(url: str, ours: Ours, data: bytes, mib: int, repeat: int) -> list[Measurement]:
+    """The put and the gets on bare sockets (``_floor``), best of ``repeat`` runs: the
+    chunks of ``data`` published all at once to ours's bucket (under a subject of their
+    own), and the chunks of ours's object sent to a socket that drops them."""
+    info = await ours.obs.info("obj")
+    stream, chunks = "OBJ_bench_ours", info.chunks
+    delivered = min(
+        deliver_all(url, stream, f"$O.bench_ours.C.{info.nuid}", chunks) for _ in range(repeat)
+    )
+    step = DEFAULT_CHUNK_SIZE
+    parts = [data[i : i + step] for i in range(0, len(data), step)]
+    # as the workload replaces its object: each run purges the chunks of the run before
+    # (the first run's, those of an untimed one)
+    subject = "$O.bench_ours.C.floor{}"
+    publish_all(url, subject.format(0), parts)
+    stored = min(
+        publish_all(
+            url,
+            subject.format(i),
+            parts,
+            (f"$JS.API.STREAM.PURGE.{stream}", b'{"filter":"%b"}' % subject.format(i - 1).encode()),
+        )
+        for i in range(1, repeat + 1)
+    )
+    await (await ours.obs.js.stream(stream)).purge(filter="$O.bench_ours.C.floor*")
+    size = len(data)
+    print(
+        f"socket floor: put {size / stored / 1e6:.1f} MB/s, "
+        f"get {size / delivered / 1e6:.1f} MB/s ({chunks} chunks)"
+    )
+    return [
+        Measurement(f"put {mib} MiB", FLOOR, stored, 1, size),
+        *(
+            Measurement(f"get {mib} MiB ({how})", FLOOR, delivered, 1, size)
+            for how in ("bytes", "stream")
+        ),
+    ]
+
+
 async def main_async(args: Any) -> tuple[list[Measurement], list[str]]:
     results: list[Measurement] = []
     rss_lines: list[str] = []
@@ -226,6 +267,7 @@ async def main_async(args: Any) -> tuple[list[Measurement], list[str]]:
                         Measurement(label, name, secs, 1, size, *cpu.get(name, (None, None)))
                     )
                     print(f"  {name:9s} {label:24s} {size / secs / 1e6:8.1f} MB/s", flush=True)
+            results += await _floors(server.url, impls[0], data, args.size, args.repeat)
             for impl in impls:
                 name = impl.name
                 if args.big and hasattr(impl, "put_file"):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import jetstream
-from benchmarks._floor import round_trips
+from benchmarks._floor import deliver_all, publish_all, round_trips
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +34,7 @@ FLOORS = {
     "bench_core": {"request p50 (1/latency)"},
     "bench_js": {"sync publish", "ack_sync"},
     "bench_kv": {"put", "get"},
-    "bench_objectstore": set(),
+    "bench_objectstore": {"put 1 MiB", "get 1 MiB (bytes)", "get 1 MiB (stream)"},
 }
 
 
@@ -106,3 +106,22 @@ async def test_a_socket_floor_times_only_answered_round_trips(
     assert round_trips(nats_url, ["small"], b"x" * 8) > 0
     with pytest.raises(ValueError, match="error"):
         round_trips(nats_url, ["small"], b"x" * 9)
+
+
+@pytest.mark.asyncio
+async def test_the_object_floors_store_and_read_every_chunk(
+    nats_url: str, js: jetstream.JetStream
+) -> None:
+    obs = await js.create_object_store(bucket="F")
+    info = await obs.put("o", b"x" * 300_000, chunk_size=100_000)
+    stream = await js.stream("OBJ_F")
+    # every chunk of the object is delivered, and nothing else is waited for
+    assert deliver_all(nats_url, "OBJ_F", f"$O.F.C.{info.nuid}", 3) > 0
+    # chunks stored under a subject of their own, then that of the object purged
+    purge = ("$JS.API.STREAM.PURGE.OBJ_F", b'{"filter":"$O.F.C.%b"}' % info.nuid.encode())
+    assert publish_all(nats_url, "$O.F.C.floor", [b"y" * 100_000] * 4, purge) > 0
+    state = (await stream.info()).state
+    assert state.messages == 4 + 1  # the floor's chunks and the object's info
+    # a consumer the server refuses (no such stream) is an error, not a hang
+    with pytest.raises(ValueError, match="error"):
+        deliver_all(nats_url, "OBJ_NONE", "$O.NONE.C.x", 1)
