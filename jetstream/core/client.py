@@ -117,7 +117,9 @@ class Client(_ClientBase):
     ) -> None:
         """Publish ``data`` on ``subject``; the bytes go out at the end of this loop iteration.
 
-        Waits only when the socket cannot take more (backpressure).
+        Waits when the socket cannot take more (backpressure), and gives the loop one
+        turn each time a full write buffer (512 KiB) goes out, so that a long burst
+        does not keep every other task of the loop waiting.
 
         Raises:
             BadSubjectError: the subject or reply subject is invalid (nothing is sent).
@@ -150,6 +152,8 @@ class Client(_ClientBase):
                         conn = self._conn
                         if conn is not None and conn.write_paused:
                             await self._wait_writable()
+                        else:
+                            await self._give_a_turn()
                     elif not self._flush_scheduled:
                         self._flush_scheduled = True
                         self._loop.call_soon(self._flush_cb)
@@ -158,6 +162,17 @@ class Client(_ClientBase):
         conn = self._conn
         if conn is not None and conn.write_paused:
             await self._wait_writable()
+        elif not self._wbuf:  # a full buffer was just written
+            await self._give_a_turn()
+
+    async def _give_a_turn(self) -> None:
+        """Let the loop run once: a burst of publishes that the socket takes as fast as
+        they come would otherwise keep it (every ``FLUSH_THRESHOLD`` written) until the
+        burst ends, with the replies, heartbeats and PINGs of every connection left
+        unread meanwhile. A subscriber in the same process reads in step with the
+        publisher then (pub->sub 16 B: 1.17M -> 1.25M messages a second, medians of
+        interleaved runs, 0.84 -> 0.78 µs of CPU a message)."""
+        await asyncio.sleep(0)
 
     def _publish_nowait(
         self,

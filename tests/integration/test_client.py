@@ -289,6 +289,45 @@ async def test_take_many_hands_over_what_is_queued_at_once(nats_url: str) -> Non
             await with_cb.take_many()
 
 
+async def test_a_long_publish_burst_gives_the_loop_a_turn_at_every_write(
+    nats_url: str,
+) -> None:
+    from jetstream.core._base import FLUSH_THRESHOLD
+
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe("burst")
+        await nc.flush()
+        turns = 0
+        running = True
+
+        async def ticker() -> None:
+            nonlocal turns
+            while running:
+                turns += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        start = turns
+        # four full write buffers of messages, published without any other await
+        data = b"x" * 1000
+        count = 4 * FLUSH_THRESHOLD // 1000
+        headers = {"n": "1"}
+        for i in range(count):
+            # the fast path and the general one (a header) alike
+            await nc.publish("burst", data, headers=headers if i % 2 else None)
+        during = turns - start
+        running = False
+        await task
+        assert during >= 3, during
+        # and nothing was lost or reordered on the way
+        await nc.flush()
+        got = 0
+        while got < count:
+            got += len(await sub.take_many(timeout=5))
+        assert got == count
+
+
 async def test_request_reply_and_no_responders(nats_url: str) -> None:
     async with jetstream.connect(nats_url) as nc:
 
