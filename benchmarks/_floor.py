@@ -30,10 +30,13 @@ import statistics
 import time
 from urllib.parse import urlsplit
 
-__all__ = ["FLOOR", "deliver_all", "publish_all", "round_trips", "socket_floor"]
+__all__ = ["CLIENT_FLOOR", "FLOOR", "deliver_all", "publish_all", "round_trips", "socket_floor"]
 
 #: the ``impl`` of a floor's measurements
 FLOOR = "socket floor"
+#: the ``impl`` of what a client must spend on its own thread whatever the server does
+#: (``bench_objectstore``: a reader's SHA-256 of the content, and one bytes of it)
+CLIENT_FLOOR = "client floor"
 
 _CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true}\r\n'
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import hashlib
+import io
 import os
 import tempfile
 import time
@@ -33,7 +35,7 @@ import nats
 
 import jetstream
 from benchmarks import _peers
-from benchmarks._floor import FLOOR, deliver_all, publish_all
+from benchmarks._floor import CLIENT_FLOOR, FLOOR, deliver_all, publish_all
 from benchmarks._report import (
     Measurement,
     arg_parser,
@@ -216,9 +218,11 @@ async def _floors(url: str, ours: Ours, data: bytes, mib: int, repeat: int) -> l
     )
     await (await ours.obs.js.stream(stream)).purge(filter="$O.bench_ours.C.floor*")
     size = len(data)
+    digest, whole = min(_client_share(parts) for _ in range(repeat))
     print(
         f"socket floor: put {size / stored / 1e6:.1f} MB/s, "
-        f"get {size / delivered / 1e6:.1f} MB/s ({chunks} chunks)"
+        f"get {size / delivered / 1e6:.1f} MB/s ({chunks} chunks); a reader's own share: "
+        f"SHA-256 {digest * 1e3:.1f} ms, one bytes of it {whole * 1e3:.1f} ms"
     )
     return [
         Measurement(f"put {mib} MiB", FLOOR, stored, 1, size),
@@ -226,7 +230,28 @@ async def _floors(url: str, ours: Ours, data: bytes, mib: int, repeat: int) -> l
             Measurement(f"get {mib} MiB ({how})", FLOOR, delivered, 1, size)
             for how in ("bytes", "stream")
         ),
+        Measurement(f"get {mib} MiB (bytes)", CLIENT_FLOOR, digest + whole, 1, size),
+        Measurement(f"get {mib} MiB (stream)", CLIENT_FLOOR, digest, 1, size),
     ]
+
+
+def _client_share(parts: list[bytes]) -> tuple[float, float]:
+    """What a reader of an object spends on its own thread however it receives the
+    chunks: the SHA-256 of every chunk (a get checks the digest), and, for a get into
+    one bytes object, copying fresh chunks into it. Seconds of each, in that order."""
+    h = hashlib.sha256()
+    t0 = time.perf_counter()
+    for part in parts:
+        h.update(part)
+    digest = time.perf_counter() - t0
+    # fresh chunks, as a connection's reads make them, and one result, as read_all does
+    fresh = [bytes(bytearray(part)) for part in parts]
+    t0 = time.perf_counter()
+    out = io.BytesIO()
+    for part in fresh:
+        out.write(part)
+    out.getvalue()
+    return digest, time.perf_counter() - t0
 
 
 async def main_async(args: Any) -> tuple[list[Measurement], list[str]]:

@@ -37,6 +37,8 @@ FLOORS = {
     "bench_objectstore": {"put 1 MiB", "get 1 MiB (bytes)", "get 1 MiB (stream)"},
 }
 
+CLIENT_FLOORS = {"bench_objectstore": {"get 1 MiB (bytes)", "get 1 MiB (stream)"}}
+
 
 @pytest.mark.parametrize("module", sorted(RUNS))
 def test_benchmark_reports_both_clients(module: str) -> None:
@@ -58,8 +60,12 @@ def test_benchmark_reports_both_clients(module: str) -> None:
     # the round trips also timed on bare sockets, for the chart's table of floors
     floors = {w for w, impls in by_workload.items() if "socket floor" in impls}
     assert floors == FLOORS[module], floors
+    # and a reader's own share of an ObjectStore get (its digest, one bytes of it)
+    client_floors = {w for w, impls in by_workload.items() if "client floor" in impls}
+    assert client_floors == CLIENT_FLOORS.get(module, set()), client_floors
     for workload, impls in by_workload.items():
-        assert {"jetstream", "nats-py"} <= impls - {"socket floor"} <= ALL_IMPLS, (workload, impls)
+        measured = impls - {"socket floor", "client floor"}
+        assert {"jetstream", "nats-py"} <= measured <= ALL_IMPLS, (workload, impls)
     # --cpu: the CPU of our best run, the client's and the server's, for the chart's table
     # of what bounds each rate (a latency has none)
     for r in rows:

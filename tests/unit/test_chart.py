@@ -137,15 +137,21 @@ def test_the_floor_table_sets_twice_the_best_peer_against_bare_sockets(
         _line("request p50 (1/latency)", "socket floor", 100e-6, ops=1),
         _line("publish", "jetstream", 1.0),  # no floor: no row
         _line("publish", "nats-py", 2.0),
+        # a get with the client's own share measured too: the lower floor counts
+        _line("get", "jetstream", 0.5, ops=10),
+        _line("get", "natsio", 1.0, ops=10),
+        _line("get", "socket floor", 0.25, ops=10),
+        _line("get", "client floor", 0.4, ops=10),
     ]
     rows = [r.split(" | ") for r in floor_table(lines).splitlines()[2:]]
-    assert [r[0] for r in rows] == ["| put", "| request p50 (1/latency)"]
-    # floor, ours, best peer, Go, ours / floor, 2x best peer / floor
-    assert rows[0][1:] == ["8.0k", "8.0k", "5.0k (natsio)", "10.0k", "1.00", "1.25 |"]
-    assert rows[1][1:] == ["100 µs", "200 µs", "300 µs (nats-py)", "n/a", "0.50", "0.67 |"]
+    assert [r[0] for r in rows] == ["| put", "| request p50 (1/latency)", "| get"]
+    # socket floor, client floor, ours, best peer, Go, ours / floor, 2x best peer / floor
+    assert rows[0][1:] == ["8.0k", "n/a", "8.0k", "5.0k (natsio)", "10.0k", "1.00", "1.25 |"]
+    assert rows[1][1:] == ["100 µs", "n/a", "200 µs", "300 µs (nats-py)", "n/a", "0.50", "0.67 |"]
+    assert rows[2][1:] == ["40.0", "25.0", "20.0", "10.0 (natsio)", "n/a", "0.80", "0.80 |"]
     # and the chart's text carries it under the rates
     data = tmp_path / "run.jsonl"
     data.write_text("\n".join(lines))
     assert main(["--from", str(data), "--svg", str(tmp_path / "c.svg")]) == 0
     out = capsys.readouterr().out
-    assert "Round trips against the socket floor" in out and "5.0k (natsio)" in out
+    assert "Against the floors" in out and "5.0k (natsio)" in out
