@@ -131,3 +131,24 @@ async def test_the_object_floors_store_and_read_every_chunk(
     # a consumer the server refuses (no such stream) is an error, not a hang
     with pytest.raises(ValueError, match="error"):
         deliver_all(nats_url, "OBJ_NONE", "$O.NONE.C.x", 1)
+
+
+def test_ab_compares_our_client_with_another_revision_of_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks import ab
+
+    # HEAD against this checkout: every workload of ours on both sides, with its ratio
+    argv = ["--base", "HEAD", "--rounds", "1", "--", "benchmarks.bench_parser", "--ops", "500"]
+    assert ab.main(argv) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert len(rows) >= 5
+    for row in rows:
+        numbers = [c for c in row if c[0].isdigit()][-3:]
+        now, base, ratio = (float(c.replace(",", "")) for c in numbers)
+        assert now > 0 and base > 0 and ratio == pytest.approx(now / base, abs=0.01)
+    # a ratio under the mark is called out, one above it is not
+    lines = ab.report({"slow": (90.0, 100.0), "same": (100.0, 100.0)}, 0.95)
+    assert lines[1].endswith("<- slower") and not lines[2].endswith("<- slower")
+    # no separator: the usage, not a run
+    assert ab.main(["--base", "HEAD"]) == 2

@@ -1,0 +1,129 @@
+"""Our client against itself at another revision, in one run: is anything slower?
+
+A chart run compares clients; this compares two versions of ours. The benchmark given
+after ``--`` runs in turns, once against this checkout's ``jetstream`` and once against
+the ``jetstream`` package of ``--base`` (taken from git into a temporary folder, beside
+these same benchmarks), round after round, the order swapped every round so that a busy
+spell of the machine falls on both alike. Each side keeps the best of its runs, and the
+report gives, per workload, this checkout's rate over the base's (below 1: slower now),
+marking those below ``--below`` (0.95).
+
+Run: ``.venv/bin/python -m benchmarks.ab --base HEAD~3 -- benchmarks.bench_js --count
+100000``. The benchmark is run with ``--json`` and ``--repeat 1``, and with ``--no-peers``
+when it takes that option; only our client's rows count. Give it rounds (five by
+default): the first run of a series tends to be the slowest, and the same code against
+itself came out at 0.79 - 0.93 after one round and 0.98 - 1.03 after four
+(``bench_parser``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Sequence
+from io import BytesIO
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OURS = "jetstream"
+
+
+def export_package(rev: str, dest: Path) -> None:
+    """This repository's ``jetstream`` package as it was at ``rev``, into ``dest``, with
+    the benchmarks of this checkout beside it (a benchmark imports both)."""
+    tar = subprocess.run(
+        ["git", "archive", "--format=tar", rev, "jetstream"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(tar)) as t:
+        t.extractall(dest, filter="data")
+    (dest / "benchmarks").symlink_to(ROOT / "benchmarks", target_is_directory=True)
+
+
+def _run(module: str, args: Sequence[str], path: Path) -> dict[str, float]:
+    """Our rows of one run of ``module`` with ``path`` first on the import path: ops/s
+    per workload."""
+    env = {**os.environ, "PYTHONPATH": str(path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--json", "--repeat", "1", *args],
+        cwd=path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{module} failed at {path.name}:\n{proc.stderr[-2000:]}")
+    rates: dict[str, float] = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            m = json.loads(line)
+            if m["impl"] == OURS and m["seconds"] > 0:
+                rates[m["workload"]] = m["ops"] / m["seconds"]
+    return rates
+
+
+def compare(
+    module: str, args: Sequence[str], base: Path, rounds: int
+) -> dict[str, tuple[float, float]]:
+    """Per workload, the best rate of this checkout and of ``base`` over ``rounds``
+    rounds of one run each, taking turns."""
+    best: dict[str, list[float]] = {}
+    sides = [ROOT, base]
+    for r in range(max(1, rounds)):
+        for side in sides if r % 2 == 0 else sides[::-1]:
+            for workload, rate in _run(module, args, side).items():
+                pair = best.setdefault(workload, [0.0, 0.0])
+                i = 0 if side == ROOT else 1
+                pair[i] = max(pair[i], rate)
+    return {w: (now, before) for w, (now, before) in best.items() if now and before}
+
+
+def report(results: dict[str, tuple[float, float]], below: float) -> list[str]:
+    """Lines: per workload both rates and their ratio, marked when below ``below``."""
+    lines = [f"{'workload':28s} {'now':>12s} {'base':>12s} {'now/base':>9s}"]
+    for w, (now, before) in results.items():
+        ratio = now / before
+        mark = "  <- slower" if ratio < below else ""
+        lines.append(f"{w:28s} {now:12,.1f} {before:12,.1f} {ratio:9.2f}{mark}")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv:
+        print("usage: benchmarks.ab --base REV [--rounds N] -- MODULE [ARGS]", file=sys.stderr)
+        return 2
+    cut = argv.index("--")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    ap.add_argument("--base", required=True, help="the revision to compare with (git)")
+    ap.add_argument("--rounds", type=int, default=5, help="runs of each side, taking turns")
+    ap.add_argument("--below", type=float, default=0.95, help="mark ratios under this")
+    opts = ap.parse_args(argv[:cut])
+    module, *args = argv[cut + 1 :]
+    help_text = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    if "--no-peers" in help_text and "--no-peers" not in args:
+        args.append("--no-peers")
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        base.mkdir()
+        export_package(opts.base, base)
+        results = compare(module, args, base, opts.rounds)
+    if not results:
+        print(f"error: {module} measured nothing of ours on both sides", file=sys.stderr)
+        return 1
+    print(f"{module} {' '.join(args)}: this checkout against {opts.base}, best of {opts.rounds}")
+    print("\n".join(report(results, opts.below)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
