@@ -2,11 +2,12 @@
 
 A chart run compares clients; this compares two versions of ours. The benchmark given
 after ``--`` runs in turns, once against this checkout's ``jetstream`` and once against
-the ``jetstream`` package of ``--base`` (taken from git into a temporary folder, beside
-these same benchmarks), round after round, the order swapped every round so that a busy
-spell of the machine falls on both alike. Each side keeps the best of its runs, and the
-report gives, per workload, this checkout's rate over the base's (below 1: slower now),
-marking those below ``--below`` (0.95).
+the ``jetstream`` package of ``--base`` (a git revision, or the folder of another
+checkout, copied into a temporary folder beside these same benchmarks), round after
+round, the order swapped every round so that a busy spell of the machine falls on both
+alike. Each side keeps the best of its runs, and the report gives, per workload, this
+checkout's rate over the base's (below 1: slower now), marking those below ``--below``
+(0.95).
 
 Run: ``.venv/bin/python -m benchmarks.ab --base HEAD~3 -- benchmarks.bench_js --count
 100000``. The benchmark is run with ``--json`` and ``--repeat 1``, and with ``--no-peers``
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -33,17 +35,22 @@ ROOT = Path(__file__).resolve().parents[1]
 OURS = "jetstream"
 
 
-def export_package(rev: str, dest: Path) -> None:
-    """This repository's ``jetstream`` package as it was at ``rev``, into ``dest``, with
-    the benchmarks of this checkout beside it (a benchmark imports both)."""
-    tar = subprocess.run(
-        ["git", "archive", "--format=tar", rev, "jetstream"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(tar)) as t:
-        t.extractall(dest, filter="data")
+def export_package(base: str, dest: Path) -> None:
+    """The ``jetstream`` package of ``base`` into ``dest``, with the benchmarks of this
+    checkout beside it (a benchmark imports both). ``base`` is a folder holding a
+    ``jetstream`` package (another checkout), or else a git revision of this one."""
+    other = Path(base) / "jetstream"
+    if other.is_dir():
+        shutil.copytree(other, dest / "jetstream")
+    else:
+        tar = subprocess.run(
+            ["git", "archive", "--format=tar", base, "jetstream"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout
+        with tarfile.open(fileobj=BytesIO(tar)) as t:
+            t.extractall(dest, filter="data")
     (dest / "benchmarks").symlink_to(ROOT / "benchmarks", target_is_directory=True)
 
 
@@ -102,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     cut = argv.index("--")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
-    ap.add_argument("--base", required=True, help="the revision to compare with (git)")
+    ap.add_argument(
+        "--base", required=True, help="a git revision, or a checkout's folder, to compare with"
+    )
     ap.add_argument("--rounds", type=int, default=5, help="runs of each side, taking turns")
     ap.add_argument("--below", type=float, default=0.95, help="mark ratios under this")
     opts = ap.parse_args(argv[:cut])

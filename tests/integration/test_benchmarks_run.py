@@ -10,6 +10,7 @@ was skipped when there is no Go.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -133,13 +134,17 @@ async def test_the_object_floors_store_and_read_every_chunk(
         deliver_all(nats_url, "OBJ_NONE", "$O.NONE.C.x", 1)
 
 
-def test_ab_compares_our_client_with_another_revision_of_it(
-    capsys: pytest.CaptureFixture[str],
+def test_ab_compares_our_client_with_another_version_of_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from benchmarks import ab
 
-    # HEAD against this checkout: every workload of ours on both sides, with its ratio
-    argv = ["--base", "HEAD", "--rounds", "1", "--", "benchmarks.bench_parser", "--ops", "500"]
+    # another checkout (here a copy of this one's package) against this checkout: every
+    # workload of ours on both sides, with its ratio
+    (tmp_path / "other").mkdir()
+    shutil.copytree(ROOT / "jetstream", tmp_path / "other" / "jetstream")
+    base = str(tmp_path / "other")
+    argv = ["--base", base, "--rounds", "1", "--", "benchmarks.bench_parser", "--ops", "500"]
     assert ab.main(argv) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
     assert len(rows) >= 5
