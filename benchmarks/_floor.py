@@ -50,8 +50,9 @@ def _recv_until(sock: socket.socket, marker: bytes) -> None:
         data += chunk
 
 
-def _open(host: str, port: int, subs: bytes) -> socket.socket:
-    sock = socket.create_connection((host, port), timeout=10)
+def _open(url: str, subs: bytes) -> socket.socket:
+    u = urlsplit(url)
+    sock = socket.create_connection((u.hostname or "127.0.0.1", u.port or 4222), timeout=10)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     _recv_until(sock, b"\r\n")  # INFO
     sock.sendall(_CONNECT + subs + b"PING\r\n")
@@ -61,10 +62,8 @@ def _open(host: str, port: int, subs: bytes) -> socket.socket:
 
 def socket_floor(url: str, rounds: int = 2000) -> dict[str, float]:
     """The p50 seconds of a ``ping`` and of a ``request`` round trip (see the module)."""
-    u = urlsplit(url)
-    host, port = u.hostname or "127.0.0.1", u.port or 4222
-    a = _open(host, port, b"SUB floor.reply 1\r\n")
-    b = _open(host, port, b"SUB floor.request 1\r\n")
+    a = _open(url, b"SUB floor.reply 1\r\n")
+    b = _open(url, b"SUB floor.request 1\r\n")
     try:
         # b's subscription is known to the server once a PING after it is answered
         b.sendall(b"PING\r\n")
@@ -98,8 +97,7 @@ class _Wire:
     """A blocking connection that speaks just enough NATS to read what comes to it."""
 
     def __init__(self, url: str, subs: bytes) -> None:
-        u = urlsplit(url)
-        self.sock = _open(u.hostname or "127.0.0.1", u.port or 4222, subs)
+        self.sock = _open(url, subs)
         self.buf = bytearray()
 
     def _more(self) -> None:

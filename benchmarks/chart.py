@@ -38,14 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks._floor import CLIENT_FLOOR, FLOOR
+
 OURS = "jetstream"
 NATIVE = "nats.go"
 #: the Python peers, in the order of the columns (a peer not installed is left out)
 PEERS = ("nats-py", "natsio", "nats-core")
-#: the round-trip workloads timed on bare sockets (``benchmarks/_floor.py``)
-FLOOR = "socket floor"
-#: what a client spends on its own thread whatever the server does (ObjectStore gets)
-CLIENT_FLOOR = "client floor"
 
 #: the benchmarks run by ``--run``, with options that keep the whole run to minutes
 RUNS: tuple[tuple[str, ...], ...] = (
@@ -134,6 +132,14 @@ def _fmt_rate(workload: str, secs: float, ops: int) -> str:
     return f"{rate:.1f}"
 
 
+def _best_peer(
+    seconds: dict[tuple[str, str], tuple[float, int]], workload: str
+) -> tuple[str, tuple[float, int]] | None:
+    """The fastest Python peer at ``workload`` and its (seconds, ops), if any ran it."""
+    peers = [(p, seconds[(workload, p)]) for p in PEERS if (workload, p) in seconds]
+    return max(peers, key=lambda pg: pg[1][1] / pg[1][0]) if peers else None
+
+
 def table(lines: Iterable[str]) -> str:
     """A Markdown table: per workload, each client's rate (a latency row: its time),
     our ratio to each Python peer and to the best of them (above 1: ours is faster), and
@@ -156,16 +162,11 @@ def table(lines: Iterable[str]) -> str:
             got = seconds.get((w, impl))
             cells.append(_fmt_rate(w, *got) if got else "n/a")
         ours_rate = ours[1] / ours[0]
-        best = 0.0
         for p in peers:
             got = seconds.get((w, p))
-            if got:
-                their = got[1] / got[0]
-                best = max(best, their)
-                cells.append(f"{ours_rate / their:.2f}x")
-            else:
-                cells.append("n/a")
-        cells.append(f"{ours_rate / best:.2f}x" if best else "n/a")
+            cells.append(f"{ours_rate / (got[1] / got[0]):.2f}x" if got else "n/a")
+        best = _best_peer(seconds, w)
+        cells.append(f"{ours_rate / (best[1][1] / best[1][0]):.2f}x" if best else "n/a")
         if native:
             got = seconds.get((w, NATIVE))
             cells.append(f"{ours_rate / (got[1] / got[0]):.2f}" if got else "n/a")
@@ -231,10 +232,10 @@ def floor_table(lines: Iterable[str]) -> str:
         floor, ours = seconds.get((w, FLOOR)), seconds.get((w, OURS))
         if floor is None or ours is None:
             continue
-        peers = [(p, seconds[(w, p)]) for p in PEERS if (w, p) in seconds]
-        if not peers:
+        top = _best_peer(seconds, w)
+        if top is None:
             continue
-        name, best = max(peers, key=lambda pg: pg[1][1] / pg[1][0])
+        name, best = top
         cells = [w]
         floor_rate = float("inf")
         for impl in floors:
