@@ -123,17 +123,39 @@ class BatchParser:
                 size += len(lines[j]) + 2
             if size == hdr_len and j - first >= 2:
                 stride = j - first + 2
-        if stride == 2:
+        done = self._lines_run(lines, first, last, head, stride, ops) if stride else 0
+        if not done and stride == 2:
             # A status (an HMSG heartbeat or flow-control request) amid a consumer's
-            # messages would break the run's shape: batch up to it (the loop takes the
-            # status, then batches the rest). A match inside a payload only ends the
-            # run early.
+            # messages breaks the run's shape, and every path above refuses it: batch up
+            # to it (the loop takes the status, then batches the rest). Looked for only
+            # now, as a run without one is the common case. A match inside a payload
+            # only ends the run early.
             hm = data.find(b"\r\nHMSG ", pos)
-            if hm >= 0:
-                last = min(last, data.count(CRLF, 0, hm) + 1)
-        count = (last - first) // stride if stride else 0
-        if count < BATCH_MIN:
+            if hm >= 0 and (cut := data.count(CRLF, 0, hm) + 1) < last:
+                done = self._lines_run(lines, first, cut, head, stride, ops)
+        if not done:
             return self._no_batch(pos)
+        self._misses = 0
+        return pos + done
+
+    def _lines_run(
+        self,
+        lines: list[bytes],
+        first: int,
+        last: int,
+        head: list[bytes],
+        stride: int,
+        ops: list[Op],
+    ) -> int:
+        """The ops of ``lines[first:last]`` (a feed split at its CRLFs), each ``stride``
+        elements long, the first control line split into ``head``: the bytes consumed,
+        or 0 (nothing added to ``ops``) when they are not a run the op-by-op loop would
+        parse alike."""
+        width = len(head)
+        op = head[0]
+        count = (last - first) // stride
+        if count < BATCH_MIN:
+            return 0
         end = first + count * stride
         ctl = lines[first:end:stride]
         payloads = lines[first + stride - 1 : end : stride]
@@ -151,8 +173,7 @@ class BatchParser:
                 # parse each distinct line once.
                 done = self._repeated_lines_run(ctl, payloads, count, ops)
             if done:
-                self._misses = 0
-                return pos + done
+                return done
         # Split all control lines at once, with a b"\0" field between lines: as no
         # line holds a NUL byte, this is each line's ``bytes.split()`` (what the
         # op-by-op loop does), one after the other; the separators landing on every
@@ -168,10 +189,10 @@ class BatchParser:
             or flat[0::step].count(op) != count
             or max(ctl_lens) > self.max_control_line
         ):
-            return self._no_batch(pos)
+            return 0
         sids = flat[2::step]
         if not b"".join(sids).isdigit():
-            return self._no_batch(pos)
+            return 0
         payload_lens = list(map(len, payloads))
         hdrs: list[bytes] | None = None
         if stride == 2:
@@ -183,10 +204,10 @@ class BatchParser:
             hdrs = list(map(CRLF.join, zip(*block_cols, repeat(b""))))
             hdr_lens = list(map(len, hdrs))
             if not _same_numbers(flat[width - 2 :: step], hdr_lens):
-                return self._no_batch(pos)
+                return 0
             sizes = list(map(add, hdr_lens, payload_lens))
         if not _same_numbers(flat[width - 1 :: step], sizes) or max(sizes) > self.max_payload:
-            return self._no_batch(pos)
+            return 0
         subjects = _decode_column(flat[1::step])
         sid_ints = _int_column(sids)
         replies = (
@@ -201,8 +222,7 @@ class BatchParser:
             plain = lines[first + 1 : end : stride].count(b"NATS/1.0") == count
             status = repeat(0) if plain else map(status_of, hdrs)
             ops.extend(map(self._msg, subjects, sid_ints, replies, payloads, hdrs, status))
-        self._misses = 0
-        return pos + sum(ctl_lens) + sum(sizes) + 4 * count
+        return sum(ctl_lens) + sum(sizes) + 4 * count
 
     def _same_line_run(
         self, head: list[bytes], line: bytes, payloads: list[bytes], count: int, ops: list[Op]
