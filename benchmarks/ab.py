@@ -15,6 +15,11 @@ when it takes that option; only our client's rows count. Give it rounds (five by
 default): the first run of a series tends to be the slowest, and the same code against
 itself came out at 0.79 - 0.93 after one round and 0.98 - 1.03 after four
 (``bench_parser``).
+
+``--base-benchmarks`` runs the base's own benchmarks on both sides instead: the code a
+user wrote against the base, on the base and on this checkout. That is the check that
+nothing got slower for code that does not use what came later, and it is the one that
+runs against a base older than the APIs this checkout's benchmarks call.
 """
 
 from __future__ import annotations
@@ -35,23 +40,38 @@ ROOT = Path(__file__).resolve().parents[1]
 OURS = "jetstream"
 
 
-def export_package(base: str, dest: Path) -> None:
-    """The ``jetstream`` package of ``base`` into ``dest``, with the benchmarks of this
-    checkout beside it (a benchmark imports both). ``base`` is a folder holding a
-    ``jetstream`` package (another checkout), or else a git revision of this one."""
-    other = Path(base) / "jetstream"
-    if other.is_dir():
-        shutil.copytree(other, dest / "jetstream")
-    else:
-        tar = subprocess.run(
-            ["git", "archive", "--format=tar", base, "jetstream"],
-            cwd=ROOT,
-            capture_output=True,
-            check=True,
-        ).stdout
-        with tarfile.open(fileobj=BytesIO(tar)) as t:
-            t.extractall(dest, filter="data")
-    (dest / "benchmarks").symlink_to(ROOT / "benchmarks", target_is_directory=True)
+def export(base: str, names: Sequence[str], dest: Path) -> None:
+    """The folders ``names`` (``jetstream``, ``benchmarks``) of ``base`` into ``dest``.
+    ``base`` is a folder holding them (another checkout), or else a git revision of this
+    one."""
+    if (Path(base) / "jetstream").is_dir():
+        for name in names:
+            shutil.copytree(Path(base) / name, dest / name)
+        return
+    tar = subprocess.run(
+        ["git", "archive", "--format=tar", base, *names],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(tar)) as t:
+        t.extractall(dest, filter="data")
+
+
+def sides(base: str, tmp: Path, base_benchmarks: bool) -> tuple[Path, Path]:
+    """The two folders a benchmark runs in: this checkout's ``jetstream`` and the base's,
+    each beside the same benchmarks: this checkout's, or with ``base_benchmarks`` the
+    base's own (the code a user wrote against the base, run on both)."""
+    now, old = tmp / "now", tmp / "base"
+    now.mkdir()
+    old.mkdir()
+    export(base, ["jetstream", "benchmarks"] if base_benchmarks else ["jetstream"], old)
+    bench = old / "benchmarks" if base_benchmarks else ROOT / "benchmarks"
+    if not base_benchmarks:
+        (old / "benchmarks").symlink_to(bench, target_is_directory=True)
+    (now / "jetstream").symlink_to(ROOT / "jetstream", target_is_directory=True)
+    (now / "benchmarks").symlink_to(bench, target_is_directory=True)
+    return now, old
 
 
 def _run(module: str, args: Sequence[str], path: Path) -> dict[str, float]:
@@ -77,17 +97,17 @@ def _run(module: str, args: Sequence[str], path: Path) -> dict[str, float]:
 
 
 def compare(
-    module: str, args: Sequence[str], base: Path, rounds: int
+    module: str, args: Sequence[str], now: Path, base: Path, rounds: int
 ) -> dict[str, tuple[float, float]]:
-    """Per workload, the best rate of this checkout and of ``base`` over ``rounds``
-    rounds of one run each, taking turns."""
+    """Per workload, the best rate in ``now`` and in ``base`` over ``rounds`` rounds of
+    one run each, taking turns."""
     best: dict[str, list[float]] = {}
-    sides = [ROOT, base]
+    pair_of = [now, base]
     for r in range(max(1, rounds)):
-        for side in sides if r % 2 == 0 else sides[::-1]:
+        for side in pair_of if r % 2 == 0 else pair_of[::-1]:
             for workload, rate in _run(module, args, side).items():
                 pair = best.setdefault(workload, [0.0, 0.0])
-                i = 0 if side == ROOT else 1
+                i = 0 if side == now else 1
                 pair[i] = max(pair[i], rate)
     return {w: (now, before) for w, (now, before) in best.items() if now and before}
 
@@ -114,22 +134,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--rounds", type=int, default=5, help="runs of each side, taking turns")
     ap.add_argument("--below", type=float, default=0.95, help="mark ratios under this")
+    ap.add_argument(
+        "--base-benchmarks",
+        action="store_true",
+        help="run the base's own benchmarks on both sides (for a base older than the APIs "
+        "this checkout's benchmarks call)",
+    )
     opts = ap.parse_args(argv[:cut])
     module, *args = argv[cut + 1 :]
-    help_text = subprocess.run(
-        [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True
-    ).stdout
-    if "--no-peers" in help_text and "--no-peers" not in args:
-        args.append("--no-peers")
     with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "base"
-        base.mkdir()
-        export_package(opts.base, base)
-        results = compare(module, args, base, opts.rounds)
+        now, base = sides(opts.base, Path(tmp), opts.base_benchmarks)
+        help_text = subprocess.run(
+            [sys.executable, "-m", module, "--help"],
+            cwd=now,
+            env={**os.environ, "PYTHONPATH": str(now)},
+            capture_output=True,
+            text=True,
+        ).stdout
+        if "--no-peers" in help_text and "--no-peers" not in args:
+            args.append("--no-peers")
+        results = compare(module, args, now, base, opts.rounds)
     if not results:
         print(f"error: {module} measured nothing of ours on both sides", file=sys.stderr)
         return 1
-    print(f"{module} {' '.join(args)}: this checkout against {opts.base}, best of {opts.rounds}")
+    whose = "the base's" if opts.base_benchmarks else "this checkout's"
+    print(
+        f"{module} {' '.join(args)} ({whose} benchmarks): this checkout against "
+        f"{opts.base}, best of {opts.rounds}"
+    )
     print("\n".join(report(results, opts.below)))
     return 0
 

@@ -157,3 +157,39 @@ def test_ab_compares_our_client_with_another_version_of_it(
     assert lines[1].endswith("<- slower") and not lines[2].endswith("<- slower")
     # no separator: the usage, not a run
     assert ab.main(["--base", "HEAD"]) == 2
+
+
+# A benchmark that only the base has: one op a second when it runs against this
+# checkout's package, two against the base's own.
+_PROBE = """
+import json
+from pathlib import Path
+
+import jetstream
+
+here = Path(__file__).resolve().parents[1]
+ops = 2 if Path(jetstream.__file__).resolve().is_relative_to(here) else 1
+print(json.dumps({"workload": "probe", "impl": "jetstream", "seconds": 1.0, "ops": ops}))
+"""
+
+
+def test_ab_can_run_the_base_benchmarks_against_both_packages(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from benchmarks import ab
+
+    other = tmp_path / "other"
+    shutil.copytree(ROOT / "jetstream", other / "jetstream")
+    (other / "benchmarks").mkdir()
+    (other / "benchmarks" / "__init__.py").write_text("")
+    (other / "benchmarks" / "bench_probe.py").write_text(_PROBE)
+    argv = ["--base", str(other), "--rounds", "2", "--", "benchmarks.bench_probe"]
+    # this checkout's benchmarks have no such module: the run fails
+    with pytest.raises(RuntimeError, match="bench_probe"):
+        ab.main(argv)
+    capsys.readouterr()
+    # the base's own benchmarks: the same code on this checkout's package and the base's
+    assert ab.main(["--base-benchmarks", *argv]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "the base's benchmarks" in out[0]
+    assert out[2].split() == ["probe", "1.0", "2.0", "0.50", "<-", "slower"]
