@@ -193,3 +193,19 @@ def test_ab_can_run_the_base_benchmarks_against_both_packages(
     out = capsys.readouterr().out.splitlines()
     assert "the base's benchmarks" in out[0]
     assert out[2].split() == ["probe", "1.0", "2.0", "0.50", "<-", "slower"]
+
+
+@pytest.mark.asyncio
+async def test_fetch_rounds_times_each_part_of_a_round(nats_url: str) -> None:
+    from benchmarks import fetch_rounds
+    from jetstream import _fetch
+
+    send_pull, end = _fetch._Fetch._send_pull, _fetch._Fetch._end
+    parts = await fetch_rounds.rounds(nats_url, 1000, 100)
+    # every part was seen in every round, and together they make up the round
+    whole = parts.pop("round")
+    assert list(parts) == list(fetch_rounds.PARTS)
+    assert all(t > 0 for t in parts.values())
+    assert 0.5 * whole < sum(parts.values()) <= whole
+    # the fetch is as it was before
+    assert (_fetch._Fetch._send_pull, _fetch._Fetch._end) == (send_pull, end)
