@@ -109,7 +109,7 @@ def compare(
                 pair = best.setdefault(workload, [0.0, 0.0])
                 i = 0 if side == now else 1
                 pair[i] = max(pair[i], rate)
-    return {w: (now, before) for w, (now, before) in best.items() if now and before}
+    return {w: (mine, theirs) for w, (mine, theirs) in best.items() if mine and theirs}
 
 
 def report(results: dict[str, tuple[float, float]], below: float) -> list[str]:
