@@ -62,7 +62,7 @@ from .kv import (
     KeyValueStatus,
     KeyWatcher,
 )
-from .message import JsMsg, MsgMetadata, ack_sync_all
+from .message import JsMsg, MsgMetadata, ack_all, ack_sync_all
 from .objectstore import (
     ObjectInfo,
     ObjectLink,
@@ -152,6 +152,7 @@ __all__ = [
     "Subscription",
     "TimeoutError",
     "__version__",
+    "ack_all",
     "ack_sync_all",
     "connect",
     "errors",

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from operator import attrgetter
+from typing import TYPE_CHECKING, cast
 
 import msgspec
 
@@ -22,7 +23,15 @@ if TYPE_CHECKING:
     from .core.client import Client
 
 # Msg is the core's (jetstream.core.message); it is re-exported here, where it was.
-__all__ = ["JsMsg", "Msg", "MsgMetadata", "SequencePair", "ack_sync_all", "parse_ack_subject"]
+__all__ = [
+    "JsMsg",
+    "Msg",
+    "MsgMetadata",
+    "SequencePair",
+    "ack_all",
+    "ack_sync_all",
+    "parse_ack_subject",
+]
 
 _EMPTY_HEADERS = Headers()
 
@@ -251,6 +260,63 @@ class _Confirms:
         self.fut.set_exception(exc)
 
 
+_reply_of = attrgetter("reply")
+_client_of = attrgetter("_client")
+_acked_of = attrgetter("_acked")
+
+
+def _by_client(msgs: Iterable[JsMsg]) -> dict[int, tuple[Client, list[str], list[JsMsg]]]:
+    """The messages to acknowledge by client (by identity): it, their ack subjects and
+    them. Raises, before anything is sent, for a message acknowledged already, one
+    without a reply subject, or a closed client."""
+    batch: dict[int, tuple[Client, list[str], list[JsMsg]]] = {}
+    for msg in msgs:
+        client, reply = msg._confirmable()
+        client._check_open()
+        _, replies, group = batch.setdefault(id(client), (client, [], []))
+        replies.append(reply)
+        group.append(msg)
+    return batch
+
+
+async def ack_all(msgs: Iterable[JsMsg]) -> None:
+    """Acknowledge every message of ``msgs`` (``ack`` for a batch): their acks are
+    formatted together and buffered as one write, instead of a call a message.
+    Buffered, not confirmed (see ``ack_sync_all``).
+
+    Raises:
+        MsgAlreadyAckedError: one was acknowledged already; nothing is sent.
+        NatsError: one has no reply subject to acknowledge; nothing is sent.
+        ConnectionClosedError: the client is closed; nothing is sent.
+    """
+    group = msgs if isinstance(msgs, list) else list(msgs)
+    if not group:
+        return
+    replies: list[str | None] = list(map(_reply_of, group))
+    clients = set(map(_client_of, group))
+    client = group[0]._client
+    if client is not None and len(clients) == 1 and all(replies) and not any(map(_acked_of, group)):
+        # the common case, checked a column at a time: one client, each with an ack
+        # subject, none acknowledged yet
+        client._check_open()
+        _write_acks(client, cast("list[str]", replies))
+        for msg in group:
+            msg._acked = True
+        return
+    for client, each, batch in _by_client(group).values():  # raises for the odd one out
+        _write_acks(client, each)
+        for msg in batch:
+            msg._acked = True
+
+
+def _write_acks(client: Client, replies: list[str]) -> None:
+    """Buffer ``PUB <reply> 4\\r\\n+ACK\\r\\n`` for each of ``replies``, made in one join
+    and one encode. An ack subject came from the server, where the parser split it out
+    at whitespace: it is written as it is, as ``ack`` writes it."""
+    joined = ("PUB " + " 4\r\n+ACK\r\nPUB ".join(replies) + " 4\r\n+ACK\r\n").encode()
+    client._publish_formatted(replies[0], joined, 4 * len(replies), len(replies))
+
+
 async def ack_sync_all(msgs: Iterable[JsMsg], timeout: float | None = None) -> None:
     """Acknowledge every message of ``msgs`` and wait until the server confirmed each:
     ``ack_sync`` for a batch, its acks written together and awaited once, instead of a
@@ -266,14 +332,7 @@ async def ack_sync_all(msgs: Iterable[JsMsg], timeout: float | None = None) -> N
         NoRespondersError: nobody answered an ack (the consumer is gone).
         DisconnectedError: the connection was lost while waiting.
     """
-    # per client (by identity): it, and the ack subjects and messages to confirm through it
-    batch: dict[int, tuple[Client, list[str], list[JsMsg]]] = {}
-    for msg in msgs:
-        client, reply = msg._confirmable()
-        client._check_open()
-        _, replies, group = batch.setdefault(id(client), (client, [], []))
-        replies.append(reply)
-        group.append(msg)
+    batch = _by_client(msgs)
     if not batch:
         return
     wait = 5.0 if timeout is None else timeout

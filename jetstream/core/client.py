@@ -263,14 +263,15 @@ class Client(_ClientBase):
         ):
             self._refuse(subject, size)
 
-    def _publish_formatted(self, reply: str, message: bytes, size: int) -> None:
+    def _publish_formatted(self, reply: str, message: bytes, size: int, count: int = 1) -> None:
         """``_publish_reply`` of a message the caller formatted whole (``PUB <reply>
-        <size>\\r\\n<body>\\r\\n``: an ack, formatted with one ``%``)."""
+        <size>\\r\\n<body>\\r\\n``: an ack, formatted with one ``%``), or of ``count``
+        of them joined (``size``: their bodies' bytes)."""
         if self._closed:
             raise ConnectionClosedError(f"cannot publish to {reply!r}: the connection is closed")
         wbuf = self._wbuf
         wbuf += message
-        self._out_msgs += 1
+        self._out_msgs += count
         self._out_bytes += size
         if len(wbuf) >= FLUSH_THRESHOLD:
             self._flush_now()

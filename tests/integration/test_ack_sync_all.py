@@ -9,15 +9,12 @@ import pytest
 import jetstream
 from jetstream import (
     Client,
-    ConsumerConfig,
     JetStream,
     JsMsg,
-    MsgAlreadyAckedError,
-    NatsError,
     NoRespondersError,
-    StreamConfig,
     ack_sync_all,
 )
+from tests.integration._fetched import fetched
 
 pytestmark = pytest.mark.asyncio
 
@@ -25,18 +22,6 @@ pytestmark = pytest.mark.asyncio
 def in_flight(nc: Client) -> int:
     """Requests the client's mux still waits for."""
     return 0 if nc._mux is None else len(nc._mux.waiters)
-
-
-async def fetched(js: JetStream, name: str, n: int) -> list[JsMsg]:
-    s = await js.create_stream(StreamConfig(name=name, subjects=[name.lower()]))
-    for i in range(n):
-        await js.publish_async(name.lower(), b"%d" % i)
-    await js.publish_async_complete(timeout=10)
-    c = await s.create_consumer(ConsumerConfig(durable_name="c"))
-    msgs: list[JsMsg] = []
-    while len(msgs) < n:
-        msgs += await c.fetch(n - len(msgs), expires=5)
-    return msgs
 
 
 async def test_a_batch_is_confirmed_in_one_wait(js: JetStream, nc: Client) -> None:
@@ -50,21 +35,6 @@ async def test_a_batch_is_confirmed_in_one_wait(js: JetStream, nc: Client) -> No
     assert info.num_ack_pending == 0 and info.num_pending == 0
     assert in_flight(nc) == 0
     await ack_sync_all([])  # nothing to do
-
-
-async def test_refusals_send_nothing(js: JetStream, nc: Client) -> None:
-    msgs = await fetched(js, "REF", 3)
-    await msgs[1].ack()
-    out = nc.stats.out_msgs
-    with pytest.raises(MsgAlreadyAckedError):
-        await ack_sync_all(msgs)
-    no_reply = JsMsg("x", None, b"", _client=nc)
-    with pytest.raises(NatsError, match="no reply subject"):
-        await ack_sync_all([msgs[0], no_reply])
-    assert nc.stats.out_msgs == out
-    assert not msgs[0].acked and not msgs[2].acked
-    await ack_sync_all([msgs[0], msgs[2]], timeout=10)
-    assert msgs[0].acked and msgs[2].acked
 
 
 async def test_a_gone_consumer_is_no_responders(js: JetStream, nc: Client) -> None:
