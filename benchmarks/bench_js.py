@@ -6,7 +6,8 @@ Workloads (one embedded nats-server, memory storage):
 - sync publish: N publishes each waiting for its PubAck;
 - publish_async: N pipelined publishes with at most ``WINDOW`` (256) acks outstanding,
   then waiting for every ack;
-- fetch+ack: N stored messages pulled in batches of 100 and 500, each acked;
+- fetch+ack: N stored messages pulled in batches of 100 and 500, each acked (ours: the
+  batch's acks formatted together by ``ack_all``; the others: a call a message);
 - fetch+ack_sync batch 500: the same in batches of 500, each message acked with a
   confirmed ack, the 500 confirmations awaited together (ours: ``ack_sync_all``, one
   wait for the batch; the Python peers: their per-message call, gathered; nats.go: a
@@ -119,8 +120,7 @@ class Ours:
             if confirmed:
                 await jetstream.ack_sync_all(msgs)
             else:
-                for m in msgs:
-                    await m.ack()
+                await jetstream.ack_all(msgs)
             got += len(msgs)
         await self.nc.flush()
         return time.perf_counter() - t0

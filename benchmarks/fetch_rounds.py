@@ -4,7 +4,8 @@ A consumer of ``--count`` stored messages is read as bench_js's fetch+ack reads 
 ``fetch(batch)``, then ``ack()`` each message, round after round. Each round is timed in
 five parts, averaged over the rounds:
 
-- ``acks``: acking the batch (buffered, nothing written yet);
+- ``acks``: acking the batch (buffered, nothing written yet), a call a message, or with
+  ``--ack-all`` in one ``ack_all``;
 - ``before pull``: the fetch's own work up to its pull request;
 - ``write``: the write that sends the buffered acks and the pull to the server;
 - ``batch``: until the last message of the batch is in (the server's turn and our parse);
@@ -14,7 +15,8 @@ The parts are marked by wrapping two methods of the fetch (``_Fetch._send_pull``
 ``_Fetch._end``): a diagnostic of this client, not a comparison; the other clients have
 no such parts to time.
 
-Run: ``.venv/bin/python -m benchmarks.fetch_rounds [--batch 100] [--count N] [--loop uvloop]``.
+Run: ``.venv/bin/python -m benchmarks.fetch_rounds [--batch 100] [--count N] [--loop uvloop]
+[--ack-all]``.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def _wrap(marks: _Marks) -> Callable[[], None]:
     return undo
 
 
-async def rounds(url: str, count: int, batch: int) -> dict[str, float]:
+async def rounds(url: str, count: int, batch: int, ack_all: bool = False) -> dict[str, float]:
     """Seconds per round of each part, and ``round`` (the whole round)."""
     async with jetstream.connect(url) as nc:
         js = nc.jetstream()
@@ -87,8 +89,11 @@ async def rounds(url: str, count: int, batch: int) -> dict[str, float]:
                 t0 = time.perf_counter()
                 msgs = await c.fetch(min(batch, count - got), expires=5)
                 t1 = time.perf_counter()
-                for m in msgs:
-                    await m.ack()
+                if ack_all:
+                    await jetstream.ack_all(msgs)
+                else:
+                    for m in msgs:
+                        await m.ack()
                 t2 = time.perf_counter()
                 total["before pull"] += marks.pull_start - t0
                 total["write"] += marks.pull_sent - marks.pull_start
@@ -109,7 +114,7 @@ async def rounds(url: str, count: int, batch: int) -> dict[str, float]:
 
 async def main_async(args: Any) -> dict[str, float]:
     with NatsServer() as server:
-        return await rounds(server.url, args.count, args.batch)
+        return await rounds(server.url, args.count, args.batch, args.ack_all)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -117,10 +122,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--count", type=int, default=100_000, help="messages in all")
     ap.add_argument("--batch", type=int, default=100, help="messages a fetch")
     ap.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    ap.add_argument("--ack-all", action="store_true", help="ack each batch with ack_all")
     args = ap.parse_args(argv)
     parts = run_on_loop(main_async(args), args.loop)
     whole = parts.pop("round")
-    print(f"fetch({args.batch}) + ack, {args.loop} loop: {whole * 1e6:.0f} us a round")
+    acks = "ack_all" if args.ack_all else "ack"
+    print(f"fetch({args.batch}) + {acks}, {args.loop} loop: {whole * 1e6:.0f} us a round")
     for part, seconds in parts.items():
         print(f"  {part:12s} {seconds * 1e6:7.1f} us  {seconds / whole:5.0%}")
 
