@@ -292,19 +292,23 @@ async def ack_all(msgs: Iterable[JsMsg]) -> None:
     group = msgs if isinstance(msgs, list) else list(msgs)
     if not group:
         return
-    replies: list[str | None] = list(map(_reply_of, group))
-    clients = set(map(_client_of, group))
+    replies = list(map(_reply_of, group))
     client = group[0]._client
-    if client is not None and len(clients) == 1 and all(replies) and not any(map(_acked_of, group)):
+    batches: Iterable[tuple[Client, list[str], list[JsMsg]]]
+    if (
+        client is not None
+        and all(replies)
+        and len(set(map(_client_of, group))) == 1
+        and not any(map(_acked_of, group))
+    ):
         # the common case, checked a column at a time: one client, each with an ack
         # subject, none acknowledged yet
         client._check_open()
-        _write_acks(client, cast("list[str]", replies))
-        for msg in group:
-            msg._acked = True
-        return
-    for client, each, batch in _by_client(group).values():  # raises for the odd one out
-        _write_acks(client, each)
+        batches = [(client, cast("list[str]", replies), group)]
+    else:
+        batches = _by_client(group).values()  # raises for the odd one out
+    for each_client, each, batch in batches:
+        _write_acks(each_client, each)
         for msg in batch:
             msg._acked = True
 
