@@ -675,11 +675,15 @@ class _Publisher:
 
 async def _placed(make: Callable[[], Awaitable[Any]]) -> Any:
     """``make()`` an R3 asset, again while the meta leader refuses it for a peer it does
-    not count as online yet (10005; a cluster just started on a loaded machine)."""
+    not count as online yet (10005; a cluster just started on a loaded machine) or does
+    not answer in time (a create that landed meanwhile is made again with the same
+    config, which the server accepts as the same asset)."""
     async with asyncio.timeout(STEP_BOUND):
         while True:
             try:
                 return await make()
+            except jetstream.TimeoutError:
+                pass
             except jetstream.JetStreamApiError as exc:
                 if exc.err_code != 10005:
                     raise
