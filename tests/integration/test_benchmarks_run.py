@@ -211,3 +211,39 @@ async def test_fetch_rounds_times_each_part_of_a_round(nats_url: str) -> None:
     assert all(t > 0 for t in (await fetch_rounds.rounds(nats_url, 500, 100, True)).values())
     # the fetch is as it was before
     assert (_fetch._Fetch._send_pull, _fetch._Fetch._end) == (send_pull, end)
+
+
+def test_server_profile_reads_the_top_of_pprof() -> None:
+    from benchmarks.server_profile import parse_top
+
+    text = (
+        "Showing nodes accounting for 4.66s, 72.36% of 6.44s total\n"
+        "      flat  flat%   sum%        cum   cum%\n"
+        "     0.05s  0.78% 66.15%      3.40s 52.80%  "
+        "github.com/nats-io/nats-server/v2/server.(*consumer).loopAndGatherMsgs\n"
+        "     0.02s  0.31%  0.31%      580ms  9.01%  time.Now\n"
+        "         0     0%  0.31%     1.5ms  0.02%  runtime.futex\n"
+    )
+    assert parse_top(text) == {
+        "(*consumer).loopAndGatherMsgs": 3.40,
+        "time.Now": 0.58,
+        "runtime.futex": 0.0015,
+    }
+
+
+def test_server_profile_profiles_the_server_in_both_modes(tmp_path: Path) -> None:
+    from benchmarks import server_profile
+
+    args = server_profile.argparse.Namespace(count=2000, seconds=1, out=str(tmp_path), top=5)
+    windows = server_profile.run_on_loop(server_profile.main_async(args), "asyncio")
+    assert [w.mode for w in windows] == ["pull", "push"]
+    for w in windows:
+        # replayed over the profile's whole second, and the profile (gzipped) written
+        assert w.messages >= 2000 and w.seconds >= 1.0
+        assert Path(w.profile).read_bytes()[:2] == b"\x1f\x8b"
+    text = server_profile.report(windows, 5)
+    assert text.startswith("pull: ") and "\npush: " in text
+    go = shutil.which("go")
+    if go:  # Go reads them: the consumer's delivery loop is in the server's time
+        cum = server_profile.read_profile(go, windows[0].profile, 200)
+        assert any("loopAndGatherMsgs" in name for name in cum)

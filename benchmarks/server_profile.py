@@ -1,0 +1,199 @@
+"""Where the server's CPU goes a message while our ordered consumer replays a stream, by
+pull and by push (the performance page's figures on the ordered replay's bound).
+
+The nats-server is started with its profiling port (``prof_port``), ``--count`` messages
+are stored, and the ordered consumer replays them from the start again and again while
+the server records a CPU profile of ``--seconds`` (Go's pprof, at the server's
+``/debug/pprof/profile``). For each mode it prints the messages a second in the window
+and the server's CPU a message (from ``/proc``), and writes ``<mode>.pprof`` into
+``--out``. When Go is on the PATH, ``go tool pprof`` reads the profiles and the report
+gives the server functions that took the most, in microseconds a message in each mode:
+what in the server's work a pull adds, or makes dearer, against a push.
+
+Run: ``.venv/bin/python -m benchmarks.server_profile [--seconds 8] [--count 200000]
+[--loop uvloop] [--out DIR] [--top 25]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+import jetstream
+from benchmarks._report import proc_cpu, run_on_loop
+from jetstream.api import StorageType, StreamConfig
+from jetstream.embedded import NatsServer
+
+MODES = ("pull", "push")
+#: the package of the server's own functions, left off their names in the report
+_SERVER_PKG = "github.com/nats-io/nats-server/v2/server."
+
+
+@dataclass
+class Window:
+    """One mode's profiling window: what was replayed in it and what the server spent."""
+
+    mode: str
+    messages: int
+    seconds: float
+    server_cpu: float
+    profile: str
+    #: function -> cumulative seconds in the profile (filled when Go can read it)
+    cum: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds
+
+    def us_a_message(self, seconds: float) -> float:
+        return seconds / self.messages * 1e6
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _fetch_profile(port: int, seconds: int, path: str) -> None:
+    """Ask the server for a CPU profile of ``seconds`` and write it to ``path``."""
+    url = f"http://127.0.0.1:{port}/debug/pprof/profile?seconds={seconds}"
+    with urllib.request.urlopen(url, timeout=seconds + 30) as resp, open(path, "wb") as f:
+        f.write(resp.read())
+
+
+async def _replay(stream: Any, push: bool, count: int, until: asyncio.Future[Any] | None) -> int:
+    """Replay the stream once from its start (or until ``until`` is done): messages read."""
+    oc = await stream.ordered_consumer(push=push)
+    got = 0
+    async with oc.messages(max_messages=500) as it:
+        async for _ in it:
+            got += 1
+            if got == count or (until is not None and got % 1000 == 0 and until.done()):
+                break
+    return got
+
+
+async def profile_mode(url: str, pid: int, prof_port: int, args: Any, mode: str) -> Window:
+    """Replay by ``mode`` while the server profiles itself; the profile is written out."""
+    async with jetstream.connect(url) as nc:
+        js = nc.jetstream()
+        stream = await js.stream("PROFILE")
+        push = mode == "push"
+        await _replay(stream, push, args.count, None)  # warm: consumer API, buffers
+        path = os.path.join(args.out, f"{mode}.pprof")
+        fut = asyncio.ensure_future(
+            asyncio.to_thread(_fetch_profile, prof_port, args.seconds, path)
+        )
+        t0, cpu0 = time.perf_counter(), proc_cpu(pid)
+        messages = 0
+        try:
+            while not fut.done():
+                messages += await _replay(stream, push, args.count, fut)
+            await fut
+        finally:
+            if not fut.done():
+                fut.cancel()
+        seconds, cpu = time.perf_counter() - t0, proc_cpu(pid) - cpu0
+    return Window(mode, messages, seconds, cpu, path)
+
+
+async def main_async(args: Any) -> list[Window]:
+    prof_port = _free_port()
+    with NatsServer(extra_config=f"prof_port: {prof_port}") as server:
+        assert server.pid is not None
+        async with jetstream.connect(server.url) as nc:
+            js = nc.jetstream()
+            await js.create_stream(
+                StreamConfig(name="PROFILE", subjects=["profile"], storage=StorageType.MEMORY)
+            )
+            payload = b"x" * 128
+            for _ in range(args.count):
+                await js.publish_async("profile", payload)
+            await js.publish_async_complete(timeout=60)
+        return [await profile_mode(server.url, server.pid, prof_port, args, mode) for mode in MODES]
+
+
+_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_SECONDS = re.compile(r"^([0-9.]+)(ns|us|µs|ms|s)$")
+
+
+def parse_top(text: str) -> dict[str, float]:
+    """Cumulative seconds per function from ``go tool pprof -top -cum`` output."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        cols = line.split(None, 5)
+        if len(cols) < 6:
+            continue
+        m = _SECONDS.match(cols[3])
+        if not m or not cols[4].endswith("%"):
+            continue
+        name = cols[5].strip().removeprefix(_SERVER_PKG)
+        out[name] = float(m.group(1)) * _UNITS[m.group(2)]
+    return out
+
+
+def read_profile(go: str, path: str, nodes: int) -> dict[str, float]:
+    top = subprocess.run(
+        [go, "tool", "pprof", "-top", "-cum", f"-nodecount={nodes}", path],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return parse_top(top.stdout)
+
+
+def report(windows: list[Window], top: int) -> str:
+    lines = [
+        f"{w.mode}: {w.rate:,.0f} msgs/s over {w.seconds:.1f} s, server CPU"
+        f" {w.us_a_message(w.server_cpu):.2f} us a message ({w.profile})"
+        for w in windows
+    ]
+    if all(w.cum for w in windows):
+        first = windows[0]
+        names = sorted(first.cum, key=first.cum.__getitem__, reverse=True)[:top]
+        head = " ".join(f"{w.mode:>8s}" for w in windows)
+        lines.append("")
+        lines.append(f"server function, cumulative us a message: {head}   ratio")
+        for name in names:
+            per = [w.us_a_message(w.cum.get(name, 0.0)) for w in windows]
+            cells = " ".join(f"{v:8.3f}" for v in per)
+            ratio = f"{per[0] / per[1]:7.2f}" if per[1] else "    n/a"
+            lines.append(f"  {name[:60]:60s} {cells} {ratio}")
+    else:
+        lines.append("(Go is not on the PATH: the profiles are written, not read)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    ap.add_argument("--count", type=int, default=200_000, help="messages stored and replayed")
+    ap.add_argument("--seconds", type=int, default=8, help="profile length a mode")
+    ap.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    ap.add_argument("--out", default="", help="directory for the .pprof files (default: temp)")
+    ap.add_argument("--top", type=int, default=25, help="server functions in the report")
+    args = ap.parse_args(argv)
+    args.out = args.out or tempfile.mkdtemp(prefix="server-profile-")
+    os.makedirs(args.out, exist_ok=True)
+    windows = run_on_loop(main_async(args), args.loop)
+    go = shutil.which("go")
+    if go:
+        for w in windows:
+            w.cum = read_profile(go, w.profile, 4 * args.top)
+    print(report(windows, args.top))
+
+
+if __name__ == "__main__":
+    main()
