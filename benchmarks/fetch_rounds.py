@@ -28,8 +28,9 @@ from typing import Any
 
 import jetstream
 from benchmarks._report import run_on_loop
+from benchmarks.bench_js import Ours
 from jetstream import _fetch
-from jetstream.api import ConsumerConfig, StorageType, StreamConfig
+from jetstream.api import ConsumerConfig
 from jetstream.embedded import NatsServer
 
 PARTS = ("acks", "before pull", "write", "batch", "return")
@@ -68,15 +69,10 @@ def _wrap(marks: _Marks) -> Callable[[], None]:
 
 async def rounds(url: str, count: int, batch: int, ack_all: bool = False) -> dict[str, float]:
     """Seconds per round of each part, and ``round`` (the whole round)."""
-    async with jetstream.connect(url) as nc:
-        js = nc.jetstream()
-        stream = await js.create_stream(
-            StreamConfig(name="ROUNDS", subjects=["rounds"], storage=StorageType.MEMORY)
-        )
-        payload = b"x" * 128
-        for _ in range(count):
-            await js.publish_async("rounds", payload)
-        await js.publish_async_complete(timeout=60)
+    async with Ours(url) as ours:
+        await ours.fresh_stream(count)  # the stream of bench_js's fetch+ack
+        nc, js = ours.nc, ours.js
+        stream = await js.stream("BENCH")
         c = await stream.create_consumer(ConsumerConfig(durable_name="r", max_ack_pending=-1))
         marks = _Marks()
         total = dict.fromkeys(PARTS, 0.0)
@@ -106,7 +102,7 @@ async def rounds(url: str, count: int, batch: int, ack_all: bool = False) -> dic
             elapsed = time.perf_counter() - t_start
         finally:
             undo()
-        await js.delete_stream("ROUNDS")
+        await js.delete_stream("BENCH")
     out = {part: t / n for part, t in total.items()}
     out["round"] = elapsed / n
     return out

@@ -2,11 +2,11 @@
 pull and by push (the performance page's figures on the ordered replay's bound).
 
 The nats-server is started with its profiling port (``prof_port``), ``--count`` messages
-are stored, and the ordered consumer replays them from the start again and again while
-the server records a CPU profile of ``--seconds`` (Go's pprof, at the server's
-``/debug/pprof/profile``). For each mode it prints the messages a second in the window
-and the server's CPU a message (from ``/proc``), and writes ``<mode>.pprof`` into
-``--out``. When Go is on the PATH, ``go tool pprof`` reads the profiles and the report
+are stored as bench_js stores them, and the ordered consumer replays them from the start
+again and again while the server records a CPU profile of ``--seconds`` (Go's pprof, at
+the server's ``/debug/pprof/profile``). For each mode it prints the messages a second in
+the window and the server's CPU a message (from ``/proc``), and writes ``<mode>.pprof``
+into ``--out``. When Go is on the PATH, ``go tool pprof`` reads the profiles and the report
 gives the server functions that took the most, in microseconds a message in each mode:
 what in the server's work a pull adds, or makes dearer, against a push.
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import jetstream
 from benchmarks._report import proc_cpu, run_on_loop
-from jetstream.api import StorageType, StreamConfig
+from benchmarks.bench_js import Ours
 from jetstream.embedded import NatsServer
 
 MODES = ("pull", "push")
@@ -89,7 +89,7 @@ async def profile_mode(url: str, pid: int, prof_port: int, args: Any, mode: str)
     """Replay by ``mode`` while the server profiles itself; the profile is written out."""
     async with jetstream.connect(url) as nc:
         js = nc.jetstream()
-        stream = await js.stream("PROFILE")
+        stream = await js.stream("BENCH")
         push = mode == "push"
         await _replay(stream, push, args.count, None)  # warm: consumer API, buffers
         path = os.path.join(args.out, f"{mode}.pprof")
@@ -113,15 +113,8 @@ async def main_async(args: Any) -> list[Window]:
     prof_port = _free_port()
     with NatsServer(extra_config=f"prof_port: {prof_port}") as server:
         assert server.pid is not None
-        async with jetstream.connect(server.url) as nc:
-            js = nc.jetstream()
-            await js.create_stream(
-                StreamConfig(name="PROFILE", subjects=["profile"], storage=StorageType.MEMORY)
-            )
-            payload = b"x" * 128
-            for _ in range(args.count):
-                await js.publish_async("profile", payload)
-            await js.publish_async_complete(timeout=60)
+        async with Ours(server.url) as ours:
+            await ours.fresh_stream(args.count)  # the stream bench_js replays
         return [await profile_mode(server.url, server.pid, prof_port, args, mode) for mode in MODES]
 
 
