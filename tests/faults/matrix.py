@@ -60,6 +60,7 @@ from typing import Any
 import jetstream
 from jetstream import AckPolicy, ConsumerConfig, JsMsg, StreamConfig
 from jetstream.embedded import NatsCluster, NatsServer
+from tests.faults.placing import placed
 
 __all__ = [
     "DISRUPTIONS",
@@ -673,38 +674,21 @@ class _Publisher:
             await asyncio.sleep(PUBLISH_PAUSE)
 
 
-async def _placed(make: Callable[[], Awaitable[Any]]) -> Any:
-    """``make()`` an R3 asset, again while the meta leader refuses it for a peer it does
-    not count as online yet (10005; a cluster just started on a loaded machine) or does
-    not answer in time (a create that landed meanwhile is made again with the same
-    config, which the server accepts as the same asset)."""
-    async with asyncio.timeout(STEP_BOUND):
-        while True:
-            try:
-                return await make()
-            except jetstream.TimeoutError:
-                pass
-            except jetstream.JetStreamApiError as exc:
-                if exc.err_code != 10005:
-                    raise
-            await asyncio.sleep(0.2)
-
-
 async def _create(js: jetstream.JetStream, replicas: int) -> bytes:
     """The streams, buckets, durable consumers and stored content of a run; the object."""
-    m = await _placed(
+    m = await placed(
         lambda: js.create_stream(StreamConfig(name="M", subjects=["m.>"], num_replicas=replicas))
     )
     for name in DURABLES[:4]:
         await m.create_consumer(ConsumerConfig(durable_name=name, ack_policy=AckPolicy.EXPLICIT))
-    sp = await _placed(
+    sp = await placed(
         lambda: js.create_stream(StreamConfig(name="SP", subjects=["sp.>"], num_replicas=replicas))
     )
     futures = [await js.publish_async("sp.x", b"%d" % i) for i in range(SPARK_ROWS)]
     await asyncio.gather(*futures)
     assert (await sp.info()).state.messages == SPARK_ROWS
-    await _placed(lambda: js.create_key_value(bucket="KVM", replicas=replicas))
-    store = await _placed(lambda: js.create_object_store(bucket="OBJM", replicas=replicas))
+    await placed(lambda: js.create_key_value(bucket="KVM", replicas=replicas))
+    store = await placed(lambda: js.create_object_store(bucket="OBJM", replicas=replicas))
     blob = os.urandom(OBJECT_CHUNK * OBJECT_CHUNKS)
     await store.put("blob", blob, chunk_size=OBJECT_CHUNK)
     return blob

@@ -38,6 +38,7 @@ import jetstream
 from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
 from jetstream.embedded import NatsCluster
 from tests.faults.ids import IdTracker
+from tests.faults.placing import placed
 from tests.faults.proxy import FaultProxy
 
 FAST = {"reconnect_time_wait": 0.05, "reconnect_jitter": 0.02, "max_reconnect_attempts": -1}
@@ -223,8 +224,16 @@ async def soak(seconds: float) -> bool:
         admin = admin_nc.jetstream()
         js_pub = pub.jetstream(timeout=2)
         js_sub = sub.jetstream()
-        s = await admin.create_stream(StreamConfig(name="SOAK", subjects=["soak"], num_replicas=3))
-        await s.create_consumer(ConsumerConfig(durable_name="soak", ack_wait=30, num_replicas=3))
+        s = await placed(
+            lambda: admin.create_stream(
+                StreamConfig(name="SOAK", subjects=["soak"], num_replicas=3)
+            )
+        )
+        await placed(
+            lambda: s.create_consumer(
+                ConsumerConfig(durable_name="soak", ack_wait=30, num_replicas=3)
+            )
+        )
         # Consumed through the blackholed connection.
         c = await (await js_sub.stream("SOAK")).consumer("soak")
         stop = asyncio.Event()

@@ -25,6 +25,7 @@ from jetstream import ConsumerConfig, JsMsg, StreamConfig
 from jetstream._pull import MessageStream
 from jetstream.embedded import NatsCluster
 from jetstream.protocol.ops import Msg as MsgOp
+from tests.faults.placing import placed
 
 pytestmark = pytest.mark.asyncio
 
@@ -71,6 +72,8 @@ class Flow:
 
     js: jetstream.JetStream
     subject: str
+    #: the stream the scenario consumes from (whose leaders ``fault`` waits for)
+    stream: str
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
     #: loop time each id's first publish attempt began
     started: list[float] = field(default_factory=list)
@@ -139,7 +142,7 @@ class Flow:
             async with asyncio.timeout(bound):
                 while resume is None or election is None or len(self.acked_at) <= mark:
                     if election is None and await asyncio.to_thread(
-                        _leaders_live, cluster, down, moved
+                        _leaders_live, cluster, self.stream, down, moved
                     ):
                         election = self.loop.time() - t
                     if resume is None:
@@ -169,10 +172,11 @@ class Flow:
             ) from None
 
 
-def _leaders_live(cluster: NatsCluster, down: str, moved: str | None = None) -> bool:
-    """True when every stream and consumer has a leader on a live server other than
-    ``down`` and, if given, every consumer a leader other than ``moved`` (from /jsz: a
-    leader is a server that names itself; one that cannot answer counts as none)."""
+def _leaders_live(cluster: NatsCluster, stream: str, down: str, moved: str | None = None) -> bool:
+    """True when ``stream`` and each of its consumers have a leader on a live server
+    other than ``down`` and, if given, each consumer a leader other than ``moved`` (from
+    /jsz: a leader is a server that names itself; one that cannot answer counts as none).
+    Other streams are not looked at: one left by an earlier scenario may be led anywhere."""
     groups: set[str] = set()
     led: set[str] = set()
     for s in cluster.servers:
@@ -184,6 +188,8 @@ def _leaders_live(cluster: NatsCluster, down: str, moved: str | None = None) -> 
             continue
         for account in jsz.get("account_details") or []:
             for st in account.get("stream_detail") or []:
+                if st["name"] != stream:
+                    continue
                 groups.add(st["name"])
                 if (st.get("cluster") or {}).get("leader") == s.server_name:
                     led.add(st["name"])
@@ -251,11 +257,16 @@ async def _step_down(js: jetstream.JetStream, stream: str, consumer: str) -> Non
 
 
 async def _setup(js: jetstream.JetStream, name: str) -> tuple[jetstream.Stream, jetstream.Consumer]:
-    stream = await js.create_stream(
-        StreamConfig(name=name, subjects=[name.lower()], num_replicas=3, duplicate_window=300)
+    """The scenario's R3 stream and durable R3 consumer, with replicas current."""
+    stream = await placed(
+        lambda: js.create_stream(
+            StreamConfig(name=name, subjects=[name.lower()], num_replicas=3, duplicate_window=300)
+        )
     )
-    consumer = await stream.create_consumer(
-        ConsumerConfig(durable_name=name.lower(), num_replicas=3, ack_wait=5)
+    consumer = await placed(
+        lambda: stream.create_consumer(
+            ConsumerConfig(durable_name=name.lower(), num_replicas=3, ack_wait=5)
+        )
     )
     await _wait_current(stream, consumer, STEP_BOUND)
     return stream, consumer
@@ -276,7 +287,7 @@ async def rolling_restart(cluster: NatsCluster) -> tuple[list[Step], Flow, int]:
         js = nc.jetstream(timeout=2)
         stream = await js.stream("ROLL")
         consumer = await stream.consumer("roll")
-        flow = Flow(js, "roll")
+        flow = Flow(js, "roll", "ROLL")
         stop = asyncio.Event()
         publisher = asyncio.create_task(flow.publish(stop))
         try:
@@ -321,7 +332,7 @@ async def lame_duck(cluster: NatsCluster) -> tuple[list[Step], Flow, list[BaseEx
         victim = await _consumer_leader(consumer)
         target = cluster.servers[victim]
         urls = [target.url] + [s.url for s in cluster.servers if s is not target]
-        flow = Flow(js, "lame")
+        flow = Flow(js, "lame", "LAME")
         stop = asyncio.Event()
         publisher = asyncio.create_task(flow.publish(stop))
         try:
@@ -367,7 +378,7 @@ async def freeze_and_step_down(
         js = nc.jetstream(timeout=2)
         stream = await js.stream("FREEZE")
         consumer = await stream.consumer("freeze")
-        flow = Flow(js, "freeze")
+        flow = Flow(js, "freeze", "FREEZE")
         stop = asyncio.Event()
         publisher = asyncio.create_task(flow.publish(stop))
         thaw: asyncio.TimerHandle | None = None

@@ -10,6 +10,7 @@ import pytest
 import jetstream
 from jetstream import ConsumerConfig, PubAck, StreamConfig
 from jetstream.embedded import NatsCluster
+from tests.faults.placing import placed
 
 pytestmark = pytest.mark.asyncio
 
@@ -27,8 +28,10 @@ async def test_r3_leader_killed_during_publish_async(cluster: NatsCluster) -> No
         cluster.urls, reconnect_time_wait=0.1, max_reconnect_attempts=-1, connect_timeout=2
     ) as nc:
         js = nc.jetstream(timeout=3, publish_async_max_pending=2000)
-        stream = await js.create_stream(
-            StreamConfig(name="R3", subjects=["r3"], num_replicas=3, duplicate_window=300)
+        stream = await placed(
+            lambda: js.create_stream(
+                StreamConfig(name="R3", subjects=["r3"], num_replicas=3, duplicate_window=300)
+            )
         )
         info = await stream.info()
         assert info.cluster is not None and info.cluster.leader
@@ -87,8 +90,10 @@ async def test_consume_survives_the_consumer_leader_killed(cluster: NatsCluster)
         cluster.urls, reconnect_time_wait=0.1, max_reconnect_attempts=-1, connect_timeout=2
     ) as nc:
         js = nc.jetstream(timeout=3)
-        stream = await js.create_stream(
-            StreamConfig(name="R3C", subjects=["r3c"], num_replicas=3, duplicate_window=300)
+        stream = await placed(
+            lambda: js.create_stream(
+                StreamConfig(name="R3C", subjects=["r3c"], num_replicas=3, duplicate_window=300)
+            )
         )
 
         async def publish(lo: int, hi: int) -> None:
@@ -103,8 +108,10 @@ async def test_consume_survives_the_consumer_leader_killed(cluster: NatsCluster)
                     raise AssertionError(f"publish {i} never acked")
 
         await publish(0, total // 2)
-        consumer = await stream.create_consumer(
-            ConsumerConfig(durable_name="w", num_replicas=3, ack_wait=5)
+        consumer = await placed(
+            lambda: stream.create_consumer(
+                ConsumerConfig(durable_name="w", num_replicas=3, ack_wait=5)
+            )
         )
         seen: set[int] = set()
         done = asyncio.Event()
@@ -141,8 +148,8 @@ async def test_an_id_still_being_stored_is_asked_again(cluster: NatsCluster) -> 
     ack: one stored, every other call a duplicate of it, nothing raised."""
     async with jetstream.connect(cluster.urls) as nc:
         js = nc.jetstream(timeout=10)
-        stream = await js.create_stream(
-            StreamConfig(name="DUP", subjects=["dup.>"], num_replicas=3)
+        stream = await placed(
+            lambda: js.create_stream(StreamConfig(name="DUP", subjects=["dup.>"], num_replicas=3))
         )
         for n in range(10):
             acks = await asyncio.gather(

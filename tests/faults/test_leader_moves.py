@@ -18,6 +18,7 @@ import pytest
 import jetstream
 from jetstream import ConsumerConfig, StreamConfig
 from jetstream.embedded import NatsCluster
+from tests.faults.placing import placed
 
 pytestmark = pytest.mark.asyncio
 
@@ -41,11 +42,15 @@ async def test_a_pull_moves_to_the_new_consumer_leader(cluster: NatsCluster, mod
     name = f"LM{mode.upper()}"
     async with jetstream.connect(cluster.urls[0]) as admin:
         js = admin.jetstream()
-        stream = await js.create_stream(
-            StreamConfig(name=name, subjects=[name.lower()], num_replicas=3)
+        stream = await placed(
+            lambda: js.create_stream(
+                StreamConfig(name=name, subjects=[name.lower()], num_replicas=3)
+            )
         )
-        consumer = await stream.create_consumer(
-            ConsumerConfig(durable_name="c", num_replicas=3, ack_wait=30)
+        consumer = await placed(
+            lambda: stream.create_consumer(
+                ConsumerConfig(durable_name="c", num_replicas=3, ack_wait=30)
+            )
         )
         leader = await _leader_index(consumer)
     # connected to a node that is not the consumer's leader, and no other in the pool

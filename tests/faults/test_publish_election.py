@@ -16,6 +16,7 @@ import pytest
 import jetstream
 from jetstream import StreamConfig
 from jetstream.embedded import NatsCluster
+from tests.faults.placing import placed
 
 pytestmark = pytest.mark.asyncio
 
@@ -34,8 +35,10 @@ async def test_msg_id_publishes_see_no_error_across_a_leader_kill(cluster: NatsC
         cluster.urls, reconnect_time_wait=0.1, max_reconnect_attempts=-1
     ) as nc:
         js = nc.jetstream()
-        stream = await js.create_stream(
-            StreamConfig(name="EL", subjects=["el"], num_replicas=3, duplicate_window=300)
+        stream = await placed(
+            lambda: js.create_stream(
+                StreamConfig(name="EL", subjects=["el"], num_replicas=3, duplicate_window=300)
+            )
         )
         info = await stream.info()
         assert info.cluster is not None and info.cluster.leader
