@@ -21,7 +21,6 @@ import asyncio
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -33,6 +32,7 @@ import jetstream
 from benchmarks._report import proc_cpu, run_on_loop
 from benchmarks.bench_js import Ours
 from jetstream.embedded import NatsServer
+from jetstream.testing._support import _free_ports
 
 MODES = ("pull", "push")
 #: the package of the server's own functions, left off their names in the report
@@ -57,13 +57,6 @@ class Window:
 
     def us_a_message(self, seconds: float) -> float:
         return seconds / self.messages * 1e6
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _fetch_profile(port: int, seconds: int, path: str) -> None:
@@ -110,7 +103,7 @@ async def profile_mode(url: str, pid: int, prof_port: int, args: Any, mode: str)
 
 
 async def main_async(args: Any) -> list[Window]:
-    prof_port = _free_port()
+    (prof_port,) = _free_ports(1)  # never one NatsServer picks too
     with NatsServer(extra_config=f"prof_port: {prof_port}") as server:
         assert server.pid is not None
         async with Ours(server.url) as ours:

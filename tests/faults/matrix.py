@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -680,7 +681,8 @@ async def _create(js: jetstream.JetStream, replicas: int) -> bytes:
         lambda: js.create_stream(StreamConfig(name="M", subjects=["m.>"], num_replicas=replicas))
     )
     for name in DURABLES[:4]:
-        await m.create_consumer(ConsumerConfig(durable_name=name, ack_policy=AckPolicy.EXPLICIT))
+        config = ConsumerConfig(durable_name=name, ack_policy=AckPolicy.EXPLICIT)
+        await placed(functools.partial(m.create_consumer, config))
     sp = await placed(
         lambda: js.create_stream(StreamConfig(name="SP", subjects=["sp.>"], num_replicas=replicas))
     )

@@ -71,8 +71,7 @@ class Flow:
     """A publisher with msg ids and a consuming handler, and what each of them saw."""
 
     js: jetstream.JetStream
-    subject: str
-    #: the stream the scenario consumes from (whose leaders ``fault`` waits for)
+    #: the scenario's stream (``_setup``'s), whose leaders ``fault`` waits for
     stream: str
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
     #: loop time each id's first publish attempt began
@@ -84,6 +83,11 @@ class Flow:
     first: dict[int, float] = field(default_factory=dict)
     deliveries: int = 0
     publish_errors: int = 0
+
+    @property
+    def subject(self) -> str:
+        """The stream's one subject, as ``_setup`` makes it."""
+        return self.stream.lower()
 
     @property
     def duplicates(self) -> int:
@@ -287,7 +291,7 @@ async def rolling_restart(cluster: NatsCluster) -> tuple[list[Step], Flow, int]:
         js = nc.jetstream(timeout=2)
         stream = await js.stream("ROLL")
         consumer = await stream.consumer("roll")
-        flow = Flow(js, "roll", "ROLL")
+        flow = Flow(js, "ROLL")
         stop = asyncio.Event()
         publisher = asyncio.create_task(flow.publish(stop))
         try:
@@ -332,7 +336,7 @@ async def lame_duck(cluster: NatsCluster) -> tuple[list[Step], Flow, list[BaseEx
         victim = await _consumer_leader(consumer)
         target = cluster.servers[victim]
         urls = [target.url] + [s.url for s in cluster.servers if s is not target]
-        flow = Flow(js, "lame", "LAME")
+        flow = Flow(js, "LAME")
         stop = asyncio.Event()
         publisher = asyncio.create_task(flow.publish(stop))
         try:
@@ -378,7 +382,7 @@ async def freeze_and_step_down(
         js = nc.jetstream(timeout=2)
         stream = await js.stream("FREEZE")
         consumer = await stream.consumer("freeze")
-        flow = Flow(js, "freeze", "FREEZE")
+        flow = Flow(js, "FREEZE")
         stop = asyncio.Event()
         publisher = asyncio.create_task(flow.publish(stop))
         thaw: asyncio.TimerHandle | None = None

@@ -3,7 +3,6 @@ what it shares with ``ack_sync_all``: refusals before anything is sent)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -22,22 +21,16 @@ from jetstream import (
     ack_all,
     ack_sync_all,
 )
-from tests.integration._fetched import fetched
+from tests.integration._consumer import eventually, fetched
 
 pytestmark = pytest.mark.asyncio
 
 
-async def settled(c: Consumer, acked: int, timeout: float = 15.0) -> ConsumerInfo:
-    """The consumer's info once nothing awaits an ack and its ack floor is at ``acked``
-    (the server takes acks in on a queue of its own, a moment after they arrive)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while True:
-        info = await c.info()
-        done = info.num_ack_pending == 0 and info.ack_floor.stream_seq == acked
-        if done or loop.time() > end:
-            return info
-        await asyncio.sleep(0.05)
+async def settled(c: Consumer, acked: int) -> ConsumerInfo:
+    """The consumer's info once nothing awaits an ack and its ack floor is at ``acked``."""
+    return await eventually(
+        c, lambda i: i.num_ack_pending == 0 and i.ack_floor.stream_seq == acked, 15.0
+    )
 
 
 async def test_a_batch_is_acked_as_each_ack_would(js: JetStream, nc: Client) -> None:

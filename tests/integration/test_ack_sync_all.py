@@ -14,7 +14,7 @@ from jetstream import (
     NoRespondersError,
     ack_sync_all,
 )
-from tests.integration._fetched import fetched
+from tests.integration._consumer import fetched
 
 pytestmark = pytest.mark.asyncio
 

@@ -22,6 +22,7 @@ from jetstream import (
 )
 from jetstream._demo import confirmed_ack
 from jetstream.errors import BadNameError, ConsumerDoesNotExistError, ConsumerExistsError
+from tests.integration._consumer import eventually
 
 pytestmark = pytest.mark.asyncio
 
@@ -238,7 +239,7 @@ async def test_acks_of_a_batch_land_and_refusals_send_nothing(
     assert nc.stats.out_msgs == out + 20
     assert all(m.acked for m in msgs)
     await nc.flush()
-    info = await c.info()
+    info = await eventually(c, lambda i: i.num_ack_pending == 0)  # plain acks: awaited
     assert info.num_ack_pending == 0 and info.num_pending == 0
     bare = jetstream.JsMsg("s.batch", None, b"x", None, nc)
     with pytest.raises(jetstream.NatsError, match="no reply subject"):
@@ -357,7 +358,5 @@ async def test_ack_next_acks_and_pulls_in_one_go(stream: Stream, nc: Client) -> 
     with pytest.raises(MsgAlreadyAckedError):
         await c.ack_next(msg, timeout=1)
     # the last ack is not confirmed: wait until the server has processed it
-    async with asyncio.timeout(10):
-        while (info := await c.info()).num_ack_pending:
-            await asyncio.sleep(0.05)
+    info = await eventually(c, lambda i: i.num_ack_pending == 0)
     assert info.num_ack_pending == 0 and info.ack_floor.stream_seq == 10

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 import pytest_asyncio
@@ -19,11 +18,12 @@ import pytest_asyncio
 import jetstream
 from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
 from jetstream._pull import MessageStream
-from jetstream.api import ConsumerInfo, PriorityPolicy
+from jetstream.api import PriorityPolicy
 from jetstream.consumer import Consumer
 from jetstream.core.message import Msg
 from jetstream.message import JsMsg
 from jetstream.stream import Stream
+from tests.integration._consumer import eventually
 
 pytestmark = pytest.mark.asyncio
 
@@ -38,18 +38,6 @@ async def stream(js: JetStream) -> Stream:
 async def _publish(js: JetStream, count: int, start: int = 0) -> None:
     for i in range(start, start + count):
         await js.publish("prio.job", str(i).encode())
-
-
-async def _eventually(
-    consumer: Consumer, check: Callable[[ConsumerInfo], bool], timeout: float = 10.0
-) -> ConsumerInfo:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        info = await consumer.info()
-        if check(info) or asyncio.get_running_loop().time() > deadline:
-            assert check(info), info
-            return info
-        await asyncio.sleep(0.05)
 
 
 def _pull(it: object) -> MessageStream:
@@ -82,7 +70,7 @@ async def test_overflow_min_pending(js: JetStream, stream: Stream) -> None:
 
     # A waiting overflow pull is served once num_pending reaches the minimum.
     waiting = asyncio.create_task(consumer.fetch(2, group="A", min_pending=10, expires=10))
-    await _eventually(consumer, lambda i: i.num_waiting == 1)
+    await eventually(consumer, lambda i: i.num_waiting == 1)
     await _publish(js, 3, start=5)  # 7 pending: still not enough
     await asyncio.sleep(0.5)
     assert not waiting.done()
@@ -162,9 +150,9 @@ async def test_pinned_client_message_streams(nc: Client, js: JetStream, stream: 
         ]
         tasks = [asyncio.create_task(read(1, s1)), asyncio.create_task(read(2, s2))]
         try:
-            await _eventually(c1, lambda i: i.num_waiting >= 2)
+            await eventually(c1, lambda i: i.num_waiting >= 2)
             await _publish(js, 20)
-            await _eventually(c1, lambda i: i.ack_floor.stream_seq == 20)
+            await eventually(c1, lambda i: i.ack_floor.stream_seq == 20)
             await asyncio.sleep(0.3)
             # Only the pinned one received, all 20 over several pulls: it carried the pin.
             pinned, other = (1, 2) if got[1] else (2, 1)
@@ -180,7 +168,7 @@ async def test_pinned_client_message_streams(nc: Client, js: JetStream, stream: 
             # new client is pinned with a new id, and nothing surfaces to user code.
             await c1.unpin("A")
             await _publish(js, 20, start=20)
-            await _eventually(c1, lambda i: i.ack_floor.stream_seq == 40)
+            await eventually(c1, lambda i: i.ack_floor.stream_seq == 40)
             await asyncio.sleep(0.3)
             later = [m for k in (1, 2) for m in got[k] if int(m.data) >= 20]
             assert sorted(_data(later)) == list(range(20, 40))
@@ -247,9 +235,9 @@ async def test_prioritized_lower_value_is_served_first(js: JetStream, stream: St
     )
     # The low-priority pull waits first, the high-priority one arrives after it.
     low = asyncio.create_task(consumer.fetch(2, group="A", priority=5, expires=8))
-    await _eventually(consumer, lambda i: i.num_waiting == 1)
+    await eventually(consumer, lambda i: i.num_waiting == 1)
     high = asyncio.create_task(consumer.fetch(5, group="A", priority=1, expires=8))
-    await _eventually(consumer, lambda i: i.num_waiting == 2)
+    await eventually(consumer, lambda i: i.num_waiting == 2)
 
     await _publish(js, 5)
     got_high = await asyncio.wait_for(high, 15)

@@ -9,20 +9,19 @@ over the subscribers of that queue group like a pull consumer spreads them over 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 
 import jetstream
 from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
 from jetstream._push import PushStream
-from jetstream.api import AckPolicy, ConsumerInfo
-from jetstream.consumer import Consumer
+from jetstream.api import AckPolicy
 from jetstream.core.message import Msg
 from jetstream.embedded import NatsServer
 from jetstream.errors import NoHeartbeatError, TimeoutError
 from jetstream.message import JsMsg
 from jetstream.stream import Stream
+from tests.integration._consumer import eventually
 
 pytestmark = pytest.mark.asyncio
 
@@ -35,19 +34,6 @@ async def _publish(js: JetStream, subject: str, count: int, payload: bytes = b""
     futures = [await js.publish_async(subject, payload or str(i).encode()) for i in range(count)]
     acks = await asyncio.gather(*futures)
     assert len({a.seq for a in acks}) == count
-
-
-async def _eventually(
-    consumer: Consumer, check: Callable[[ConsumerInfo], bool], timeout: float = 10.0
-) -> ConsumerInfo:
-    """Poll the consumer's info until ``check`` holds (acks are not confirmed)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        info = await consumer.info()
-        if check(info) or asyncio.get_running_loop().time() > deadline:
-            assert check(info), info
-            return info
-        await asyncio.sleep(0.05)
 
 
 def _push(it: object) -> PushStream:
@@ -131,7 +117,7 @@ async def test_deliver_group_splits_messages_between_three_subscribers(
     assert all(part for part in got), f"a subscriber got nothing: {[len(p) for p in got]}"
     for part in got:
         assert part == sorted(part)  # each subscriber sees its share in stream order
-    await _eventually(consumer, lambda i: i.num_ack_pending == 0 and i.num_pending == 0)
+    await eventually(consumer, lambda i: i.num_ack_pending == 0 and i.num_pending == 0)
 
 
 async def test_flow_control_with_a_slow_reader(nc: Client, js: JetStream) -> None:
@@ -283,4 +269,4 @@ async def test_consume_handler_on_a_push_consumer(nc: Client, js: JetStream) -> 
     assert running and ctx.closed
     assert seen == [str(i).encode() for i in range(20)]
     assert errors == []
-    await _eventually(consumer, lambda i: i.num_ack_pending == 0 and i.num_pending == 0)
+    await eventually(consumer, lambda i: i.num_ack_pending == 0 and i.num_pending == 0)
