@@ -496,8 +496,19 @@ async def test_mirrored_and_sourced_buckets(js: JetStream) -> None:
 
     await _eventually(mirrored)
     assert await mirror.keys() == ["a"]
-    await mirror.put("c", b"via-mirror")  # writes go to the origin
-    assert (await src.get("c")).value == b"via-mirror"
+    rev = await mirror.put("c", b"via-mirror")  # writes go to the origin
+    # The origin's stream holds it at once (read from its leader, not by direct
+    # get: with mirror_direct the mirror answers the origin's direct gets too,
+    # and it has the key only once it has caught up).
+    origin = await js.stream("KV_src")
+    stored = await origin.get_msg(last_by_subject="$KV.src.c", direct=False)
+    assert (stored.seq, stored.data) == (rev, b"via-mirror")
+
+    async def caught_up() -> None:
+        assert (await src.get("c")).value == b"via-mirror"
+        assert (await mirror.get("c")).revision == rev
+
+    await _eventually(caught_up)
 
     agg = await js.create_key_value(
         bucket="agg", sources=[StreamSource(name="src"), StreamSource(name="KV_oth")]
