@@ -9,6 +9,7 @@ for the line it prints on stderr once it is listening.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -44,6 +45,13 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     if extra:
         env.update(extra)
     return env
+
+
+def _sigint_default() -> None:
+    """In the child before it runs: Ctrl-C as in a terminal. A suite started as a
+    background job (``make test &``) has SIGINT ignored, which its children inherit,
+    and Python then leaves it ignored: the Ctrl-C tests would wait for nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Running:
@@ -114,6 +122,7 @@ class Cli:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=_sigint_default,
         )
         self._procs.append(proc)
         return Running(args, proc, input)
