@@ -47,11 +47,14 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _sigint_default() -> None:
-    """In the child before it runs: Ctrl-C as in a terminal. A suite started as a
-    background job (``make test &``) has SIGINT ignored, which its children inherit,
-    and Python then leaves it ignored: the Ctrl-C tests would wait for nothing."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+# The commands get Ctrl-C as from a terminal. A suite started as a background job
+# (``make test &``) has SIGINT ignored, the commands would inherit that, and Python
+# keeps an inherited ignore: the Ctrl-C tests would wait for nothing. A handled
+# signal is reset to the default at exec, so handling it here gives the commands the
+# default. (Not a ``preexec_fn``: Python code between fork and exec can crash the
+# child once a library with fork handlers, such as grpc under Spark Connect, is loaded.)
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class Running:
@@ -122,7 +125,6 @@ class Cli:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=_sigint_default,
         )
         self._procs.append(proc)
         return Running(args, proc, input)
