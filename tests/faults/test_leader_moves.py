@@ -56,48 +56,46 @@ async def test_a_pull_moves_to_the_new_consumer_leader(cluster: NatsCluster, mod
             )
         )
         leader = await _leader_index(consumer)
-    killed = False
-    try:
-        # connected to a node that is not the consumer's leader, and no other in the pool
-        other = next(i for i in range(3) if i != leader)
-        errors: list[BaseException] = []
-        async with jetstream.connect(
-            cluster.urls[other], max_reconnect_attempts=-1, error_cb=errors.append
-        ) as nc:
-            js = nc.jetstream(timeout=10)
-            consumer = await (await js.stream(name)).consumer("c")
-            got: asyncio.Queue[bytes] = asyncio.Queue()
+    # connected to a node that is not the consumer's leader, and no other in the pool
+    other = next(i for i in range(3) if i != leader)
+    errors: list[BaseException] = []
+    async with jetstream.connect(
+        cluster.urls[other], max_reconnect_attempts=-1, error_cb=errors.append
+    ) as nc:
+        js = nc.jetstream(timeout=10)
+        consumer = await (await js.stream(name)).consumer("c")
+        got: asyncio.Queue[bytes] = asyncio.Queue()
 
-            async def read() -> None:
-                if mode == "fetch":
-                    while True:
-                        for m in await consumer.fetch(1, expires=60, heartbeat=25):
-                            await m.ack()
-                            await got.put(m.data)
-                else:
-                    async with consumer.messages(expires=60, heartbeat=25) as it:
-                        async for m in it:
-                            await m.ack()
-                            await got.put(m.data)
+        async def read() -> None:
+            if mode == "fetch":
+                while True:
+                    for m in await consumer.fetch(1, expires=60, heartbeat=25):
+                        await m.ack()
+                        await got.put(m.data)
+            else:
+                async with consumer.messages(expires=60, heartbeat=25) as it:
+                    async for m in it:
+                        await m.ack()
+                        await got.put(m.data)
 
-            reader = asyncio.create_task(read())
-            try:
-                await js.publish(name.lower(), b"before")
-                assert await asyncio.wait_for(got.get(), 30) == b"before"
-                await asyncio.sleep(0.5)  # the next pull is parked on the leader
-                killed = True
-                await asyncio.to_thread(cluster.kill, leader)
-                deadline = asyncio.get_running_loop().time() + BOUND
-                # the publish retries while the stream may elect too (deadline 60 s)
-                await js.publish(name.lower(), b"after", msg_id="after", timeout=60)
-                async with asyncio.timeout_at(deadline):
-                    assert await got.get() == b"after"
-                # nothing but the election told the reader
-                assert nc.stats.reconnects == 0
-                assert not [e for e in errors if isinstance(e, NoHeartbeatError)], errors
-            finally:
-                reader.cancel()
-                await asyncio.gather(reader, return_exceptions=True)
-    finally:
-        if killed:  # the next test gets the whole cluster back, whatever happened here
-            await asyncio.to_thread(cluster.restart, leader)
+        reader = asyncio.create_task(read())
+        killed = False
+        try:
+            await js.publish(name.lower(), b"before")
+            assert await asyncio.wait_for(got.get(), 30) == b"before"
+            await asyncio.sleep(0.5)  # the next pull is parked on the leader
+            killed = True
+            await asyncio.to_thread(cluster.kill, leader)
+            deadline = asyncio.get_running_loop().time() + BOUND
+            # the publish retries while the stream may elect too (deadline 60 s)
+            await js.publish(name.lower(), b"after", msg_id="after", timeout=60)
+            async with asyncio.timeout_at(deadline):
+                assert await got.get() == b"after"
+            # nothing but the election told the reader
+            assert nc.stats.reconnects == 0
+            assert not [e for e in errors if isinstance(e, NoHeartbeatError)], errors
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+            if killed:  # the next test gets the whole cluster back, whatever happened here
+                await asyncio.to_thread(cluster.restart, leader)

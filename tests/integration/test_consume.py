@@ -24,6 +24,7 @@ from jetstream import (
 from jetstream._pull import _RetiredInbox
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
+from tests.integration._consumer import eventually
 
 pytestmark = pytest.mark.asyncio
 
@@ -58,9 +59,7 @@ async def test_messages_iterates_with_refills(js: JetStream, nc: Client) -> None
     # refills at the threshold, not a request per message
     assert 10 <= pulls.pending_msgs <= 40
     # the acks are not confirmed: wait until the server has processed them all
-    async with asyncio.timeout(10):
-        while (await c.info()).num_ack_pending:
-            await asyncio.sleep(0.05)
+    await eventually(c, lambda i: i.num_ack_pending == 0)
 
 
 async def test_buffer_stays_bounded_for_a_slow_reader(js: JetStream) -> None:
