@@ -31,6 +31,7 @@ Reads, watches and listings always use the stream's own ``$KV.<bucket>.`` subjec
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -176,11 +177,43 @@ class KeyValue:
         ack = await self._write(key, value, ttl=ttl)
         return ack.seq
 
-    async def _write(self, key: str, value: bytes, **kw: Any) -> PubAck:
-        """Publish a write of ``key`` on the bucket's write route."""
+    async def put_async(self, key: str, value: bytes) -> asyncio.Future[PubAck]:
+        """Store ``value`` as the new revision of ``key`` without waiting for the ack;
+        returns the future of its ``PubAck`` (``ack.seq`` is the revision).
+
+        The put goes out through the context's ``publish_async`` window, so many are in
+        flight at once (at most ``publish_async_max_pending``: this waits for room when
+        the window is full). For bulk writers such as the Spark KeyValue sink. A future
+        that fails leaves the put unknown (stored or not); putting the same value again
+        is harmless. The order of puts of one key is only kept while none is retried:
+        to make sure of a key's last value, put it once, or await its future.
+
+        Raises:
+            BadNameError: the key is invalid (nothing is sent).
+        """
+        validate_key(key)
+        return await self._js.publish_async(await self._write_subject(key), value)
+
+    async def delete_async(self, key: str) -> asyncio.Future[PubAck]:
+        """Mark ``key`` deleted without waiting for the ack: ``delete`` through the
+        ``publish_async`` window, as ``put_async`` puts.
+
+        Raises:
+            BadNameError: the key is invalid (nothing is sent).
+        """
+        validate_key(key)
+        subject = await self._write_subject(key)
+        return await self._js.publish_async(subject, b"", headers=_DEL_HEADERS)
+
+    async def _write_subject(self, key: str) -> str:
+        """The subject a write of ``key`` goes to (the bucket's write route)."""
         if not self._route_known and self._put_pre != self._pre:
             await self._find_route(key)
-        return await self._js.publish(self._put_pre + key, value, **kw)
+        return self._put_pre + key
+
+    async def _write(self, key: str, value: bytes, **kw: Any) -> PubAck:
+        """Publish a write of ``key`` on the bucket's write route."""
+        return await self._js.publish(await self._write_subject(key), value, **kw)
 
     async def _find_route(self, key: str) -> None:
         """Through an API prefix, writes go to ``<prefix>.$KV.…`` (ADR-19; the account

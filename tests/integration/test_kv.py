@@ -248,6 +248,26 @@ async def test_create_update_delete_purge(js: JetStream) -> None:
     assert [e.operation for e in await kv.history("k")] == [KeyValueOp.PURGE, KeyValueOp.PUT]
 
 
+async def test_put_async_and_delete_async_in_flight_together(js: JetStream) -> None:
+    kv = await js.create_key_value(bucket="pa", history=2)
+    futs = [await kv.put_async(f"k.{i}", str(i).encode()) for i in range(500)]
+    acks = await asyncio.gather(*futs)
+    assert sorted(a.seq for a in acks) == list(range(1, 501))
+    assert (await kv.get("k.7")).value == b"7"
+    assert (await kv.get("k.7")).revision == acks[7].seq
+    marker = await (await kv.delete_async("k.7"))
+    with pytest.raises(KeyDeletedError) as deleted:
+        await kv.get("k.7")
+    assert deleted.value.entry.revision == marker.seq
+    assert deleted.value.entry.operation is KeyValueOp.DEL
+    for bad in ("a b", ".a", ""):
+        with pytest.raises(BadNameError):
+            await kv.put_async(bad, b"x")
+        with pytest.raises(BadNameError):
+            await kv.delete_async(bad)
+    assert (await kv.status()).values == 501  # nothing of the refused ones was sent
+
+
 async def test_purge_deletes(js: JetStream) -> None:
     kv = await js.create_key_value(bucket="pd", history=5)
     for k in ("a", "b", "c"):
