@@ -170,6 +170,11 @@ class JetStreamApiError(JetStreamError):
     ``JetStreamApiError.from_api(code, err_code, description)`` returns the most
     specific registered subclass for ``err_code``, or this class itself when the
     code is unknown (the code is kept either way).
+
+    ``description`` is the server's text as it came; ``stream`` and ``consumer`` are
+    the names the request was about, when the client knows them (``""`` otherwise).
+    The message names them where the server's text does not (``stream 'EVENTS' not
+    found``), and ends with the codes and the request subject.
     """
 
     _registry: ClassVar[dict[int, type[JetStreamApiError]]] = {}
@@ -182,21 +187,47 @@ class JetStreamApiError(JetStreamError):
             for code in err_codes:
                 JetStreamApiError._registry[code] = cls
 
-    def __init__(self, code: int, err_code: int, description: str, *, request: str = "") -> None:
-        where = f" (request {request})" if request else ""
-        super().__init__(f"{description} [code {code}, err_code {err_code}]{where}")
+    def __init__(
+        self,
+        code: int,
+        err_code: int,
+        description: str,
+        *,
+        request: str = "",
+        stream: str = "",
+        consumer: str = "",
+    ) -> None:
         self.code = code
         self.err_code = err_code
         self.description = description
         self.request = request
+        self.stream = stream
+        self.consumer = consumer
+        where = f" (request {request})" if request else ""
+        super().__init__(f"{self._explain()} [code {code}, err_code {err_code}]{where}")
+
+    def _explain(self) -> str:
+        """The message before the codes: the server's description, unless a subclass
+        can say more with the names it was given."""
+        return self.description
+
+    def _consumer_named(self) -> str:
+        return f"consumer {self.consumer!r} of stream {self.stream!r}"
 
     @classmethod
     def from_api(
-        cls, code: int, err_code: int, description: str, *, request: str = ""
+        cls,
+        code: int,
+        err_code: int,
+        description: str,
+        *,
+        request: str = "",
+        stream: str = "",
+        consumer: str = "",
     ) -> JetStreamApiError:
         """Build the most specific error for ``err_code``."""
         kind = JetStreamApiError._registry.get(err_code, JetStreamApiError)
-        return kind(code, err_code, description, request=request)
+        return kind(code, err_code, description, request=request, stream=stream, consumer=consumer)
 
 
 class JetStreamNotEnabledError(JetStreamApiError, err_codes=(10076, 10039)):
@@ -206,13 +237,47 @@ class JetStreamNotEnabledError(JetStreamApiError, err_codes=(10076, 10039)):
 class StreamNotFoundError(JetStreamApiError, err_codes=(10059,)):
     """No stream with that name."""
 
+    def _explain(self) -> str:
+        return f"stream {self.stream!r} not found" if self.stream else self.description
+
 
 class StreamNameInUseError(JetStreamApiError, err_codes=(10058,)):
     """A stream with that name exists with a different configuration."""
 
+    def _explain(self) -> str:
+        if not self.stream:
+            return self.description
+        return (
+            f"stream {self.stream!r} exists with another config: change it with "
+            f"update_stream() or create_or_update_stream(), or delete it first "
+            f"(delete_stream({self.stream!r}))"
+        )
+
 
 class ConsumerNotFoundError(JetStreamApiError, err_codes=(10014,)):
     """No consumer with that name."""
+
+    def _explain(self) -> str:
+        if not (self.stream and self.consumer):
+            return self.description
+        return f"{self._consumer_named()} not found"
+
+
+class _ConsumerInUse(JetStreamApiError):
+    """A consumer of that name exists and cannot take the config asked for: the message
+    says which calls change or replace it."""
+
+    #: what is in the way, after the consumer's name
+    _conflict: ClassVar[str] = "exists with another config"
+
+    def _explain(self) -> str:
+        if not (self.stream and self.consumer):
+            return self.description
+        return (
+            f"{self._consumer_named()} {self._conflict}: change it with "
+            f"create_or_update_consumer() or update_consumer(), or delete it first "
+            f"(delete_consumer({self.consumer!r}))"
+        )
 
 
 class MessageNotFoundError(JetStreamApiError, err_codes=(10037,)):
@@ -299,11 +364,19 @@ class RequiredApiLevelError(JetStreamApiError, err_codes=(10185,)):
     """The server's API level is below the ``Nats-Required-Api-Level`` the request asked for."""
 
 
-class ConsumerNameInUseError(JetStreamApiError, err_codes=(10013,)):
-    """A consumer with that name exists with a different configuration (legacy create API)."""
+class ConsumerNameInUseError(_ConsumerInUse, err_codes=(10013,)):
+    """A consumer with that name exists with a configuration the one asked for cannot
+    replace (a push consumer's deliver subject that has a subscriber, a change a
+    clustered server refuses, the legacy create API)."""
+
+    _conflict = (
+        "exists with another config and cannot take this one (the ack or deliver "
+        "policy, pull or push, and a push consumer's deliver subject while it has a "
+        "subscriber cannot change)"
+    )
 
 
-class ConsumerExistsError(JetStreamApiError, err_codes=(10148,)):
+class ConsumerExistsError(_ConsumerInUse, err_codes=(10148,)):
     """A create (action ``create``) found a consumer of that name with another configuration."""
 
 

@@ -39,7 +39,7 @@ from .errors import TimeoutError as NatsTimeoutError
 from .protocol.headers import HeadersLike
 from .stream import Stream
 
-__all__ = ["JetStreamContext", "validate_name"]
+__all__ = ["JetStreamContext", "api_names", "validate_name"]
 
 R = TypeVar("R", bound=ApiResponse)
 T = TypeVar("T")
@@ -122,7 +122,10 @@ class JetStreamContext(Publishing, DeadLetters):
         else:
             body = encode(request)
         msg = await self._request(suffix, body, timeout=timeout, headers=headers)
-        return decode_response(msg.data, reply_type, self._prefix + suffix)
+        stream, consumer = api_names(suffix)
+        return decode_response(
+            msg.data, reply_type, self._prefix + suffix, stream=stream, consumer=consumer
+        )
 
     def _paged(
         self,
@@ -234,6 +237,25 @@ class JetStreamContext(Publishing, DeadLetters):
         raise StreamNotFoundError(
             404, 10059, f"no stream stores subject {subject!r}", request="STREAM.NAMES"
         )
+
+
+#: API verbs of two tokens before the names (``STREAM.MSG.GET.<stream>``)
+_TWO_TOKEN_VERBS = frozenset({"MSG", "LEADER", "PEER", "DURABLE"})
+
+
+def api_names(suffix: str) -> tuple[str, str]:
+    """The stream and consumer an API verb is about, ``""`` for none: ``STREAM.INFO.S``
+    gives ``("S", "")``, ``CONSUMER.CREATE.S.C.<filter>`` gives ``("S", "C")``.
+
+    Names hold no dots (``validate_name``), so the tokens after the verb are the names.
+    """
+    tokens = suffix.split(".")
+    if tokens[0] not in ("STREAM", "CONSUMER", "DIRECT"):
+        return "", ""
+    at = 3 if len(tokens) > 1 and tokens[1] in _TWO_TOKEN_VERBS else 2
+    stream = tokens[at] if len(tokens) > at else ""
+    consumer = tokens[at + 1] if tokens[0] == "CONSUMER" and len(tokens) > at + 1 else ""
+    return stream, consumer
 
 
 def _unset() -> Any:

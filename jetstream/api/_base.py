@@ -162,10 +162,18 @@ class ApiError(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     err_code: int = 0
     description: str = ""
 
-    def exception(self, request: str = "") -> JetStreamApiError:
-        """The most specific ``JetStreamApiError`` for this error."""
+    def exception(
+        self, request: str = "", *, stream: str = "", consumer: str = ""
+    ) -> JetStreamApiError:
+        """The most specific ``JetStreamApiError`` for this error (``stream`` and
+        ``consumer``: the names the request was about, for the message)."""
         return JetStreamApiError.from_api(
-            self.code, self.err_code, self.description, request=request
+            self.code,
+            self.err_code,
+            self.description,
+            request=request,
+            stream=stream,
+            consumer=consumer,
         )
 
 
@@ -291,13 +299,22 @@ def decoder(type_: type[_R]) -> msgspec.json.Decoder[_R]:
     return dec
 
 
-def decode_response(data: bytes | bytearray | memoryview, type_: type[_R], request: str) -> _R:
+def decode_response(
+    data: bytes | bytearray | memoryview,
+    type_: type[_R],
+    request: str,
+    *,
+    stream: str = "",
+    consumer: str = "",
+) -> _R:
     """Decode a JetStream API reply, raising if it carries an error.
 
     Args:
         data: the reply payload (JSON).
         type_: the expected reply Struct (a subclass of ``ApiResponse``).
         request: the request subject, quoted in errors.
+        stream: the stream the request is about, named in errors (``stream 'S' not
+            found``); ``consumer``: likewise, the consumer.
 
     Raises:
         JetStreamApiError: the reply has an ``error``; the subclass is chosen
@@ -317,12 +334,12 @@ def decode_response(data: bytes | bytearray | memoryview, type_: type[_R], reque
         except msgspec.DecodeError:
             err = None
         if err is not None:
-            raise err.exception(request) from None
+            raise err.exception(request, stream=stream, consumer=consumer) from None
         raw = bytes(data)
         preview = raw[:_PREVIEW] + (b"..." if len(raw) > _PREVIEW else b"")
         raise JetStreamError(
             f"invalid reply to {request!r}, expected {type_.__name__}: {exc}; got {preview!r}"
         ) from exc
     if resp.error is not None:
-        raise resp.error.exception(request)
+        raise resp.error.exception(request, stream=stream, consumer=consumer)
     return resp

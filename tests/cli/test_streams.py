@@ -56,7 +56,7 @@ def test_stream_and_consumer_lifecycle(cli: Cli) -> None:
     assert "CLIS#2" in out and "m2" in out
     last = json.loads(get_last.wait().stdout)
     assert (last["seq"], last["subject"], base64.b64decode(last["data"])) == (3, "cli.s.a", b"m3")
-    assert "stream not found" in missing.wait(1).stderr
+    assert "stream 'NOPE' not found" in missing.wait(1).stderr
     assert "no message found" in no_msg.wait(1).stderr.lower()
     cinfo = json.loads(cons.wait().stdout)
     assert cinfo["name"] == "C1"
@@ -88,9 +88,9 @@ def test_stream_and_consumer_lifecycle(cli: Cli) -> None:
 
     assert "deleted" in cli("consumer", "rm", "CLIS", "C1").stdout
     gone = cli.spawn("consumer", "info", "CLIS", "C1")
-    assert "consumer not found" in gone.wait(1).stderr
+    assert "consumer 'C1' of stream 'CLIS' not found" in gone.wait(1).stderr
     assert json.loads(cli("stream", "rm", "CLIS", "--json").stdout)["deleted"] is True
-    assert "stream not found" in cli("stream", "info", "CLIS", status=1).stderr
+    assert "stream 'CLIS' not found" in cli("stream", "info", "CLIS", status=1).stderr
 
 
 def test_plain_output_without_rich(cli: Cli) -> None:
