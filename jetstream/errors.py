@@ -58,6 +58,7 @@ __all__ = [
     "NoHeartbeatError",
     "NoRespondersError",
     "NoServersError",
+    "NoStreamError",
     "ObjectAlreadyExistsError",
     "ObjectLinkError",
     "ObjectNotFoundError",
@@ -129,6 +130,16 @@ class TimeoutError(NatsError, builtins.TimeoutError):
 
 class NoRespondersError(NatsError):
     """A request found no subscriber on its subject (a 503 status)."""
+
+
+class NoStreamError(NoRespondersError):
+    """A JetStream publish found no responders and no stream stores its subject.
+
+    Raised at once (not at the deadline) when the server says that no stream's
+    subjects match: a typo, or a stream not made yet. ``subject`` is the subject.
+    """
+
+    subject: str = ""
 
 
 class SlowConsumerError(NatsError):
