@@ -127,6 +127,9 @@ def connect(
             functions or coroutine functions.
 
     Raises:
+        ValueError: a server URL is malformed (whitespace in it, a port that is not a
+            number, no host, another scheme), or the options conflict; raised by the
+            call itself, before anything is looked up or connected to.
         NoServersError: no server could be reached (the last failure is the cause).
         AuthorizationError: the server refused the credentials.
         TlsError: every server failed the TLS handshake (certificate, hostname, or TLS

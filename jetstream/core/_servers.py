@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["Server", "ServerPool", "parse_server"]
+__all__ = ["EXPECTED_FORM", "Server", "ServerPool", "parse_server"]
 
 DEFAULT_PORT = 4222
 
@@ -46,29 +46,80 @@ class Server:
         return f"<Server {self}>"
 
 
+#: what a server URL looks like, quoted by every refusal
+EXPECTED_FORM = (
+    "expected nats://host:port, tls://host:port or host:port (user:password@ before "
+    "the host, an IPv6 host in brackets, the port 4222 when none is given)"
+)
+
+
+def _shown(url: str) -> str:
+    """``url`` as an error may quote it: its userinfo, if any, becomes ``***``."""
+    head, sep, rest = url.partition("://")
+    if not sep:
+        head, rest = "", url
+    else:
+        head += sep
+    ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
+    end = min(ends, default=len(rest))
+    netloc = rest[:end]
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    return repr(head + netloc + rest[end:])
+
+
+def _refuse(url: str, why: str) -> ValueError:
+    return ValueError(f"bad server URL {_shown(url)}: {why}; {EXPECTED_FORM}")
+
+
+def _port_text(netloc: str) -> str | None:
+    """What follows the host's ``:`` in ``netloc`` (None when there is no ``:``)."""
+    hostport = netloc.rpartition("@")[2]
+    if hostport.startswith("["):
+        hostport = hostport.partition("]")[2]
+    if ":" not in hostport:
+        return None
+    return hostport.rpartition(":")[2]
+
+
 def parse_server(url: str) -> Server:
     """Parse ``nats://[user[:pass]@]host[:port]``, ``tls://...``, ``host:port`` or ``host``.
 
     IPv6 literals go in brackets (``nats://[::1]:4222``). A lone userinfo part
-    without a password is a token.
+    without a password is a token. Nothing is looked up: a URL that cannot be right
+    (whitespace in it, a port that is not a number from 1 to 65535, no host, another
+    scheme) is refused here, before any connection attempt.
 
     Raises:
-        ValueError: the URL cannot be understood (the message never shows its userinfo).
+        ValueError: the URL cannot be understood; the message quotes it (its userinfo
+            blanked out) and the expected form.
     """
-    text = url.strip()
-    if "://" not in text:
-        text = "nats://" + text
-    parts = urlsplit(text)
+    shown = url.strip()
+    if not shown:
+        raise _refuse(url, "it is empty")
+    if any(c.isspace() or not c.isprintable() for c in shown):
+        raise _refuse(shown, "it holds whitespace or a control character")
+    text = shown if "://" in shown else "nats://" + shown
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:  # an unclosed IPv6 bracket
+        raise _refuse(shown, str(exc)) from None
     scheme = parts.scheme.lower()
     if scheme not in ("nats", "tls"):
-        raise ValueError(f"unsupported scheme {scheme!r} in server URL (use nats:// or tls://)")
+        raise _refuse(shown, f"unsupported scheme {scheme!r} (use nats:// or tls://)")
+    port_text = _port_text(parts.netloc)
+    if port_text is not None and not (
+        port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536
+    ):
+        raise _refuse(shown, f"the port {port_text!r} is not a number from 1 to 65535")
     try:
-        port = parts.port or DEFAULT_PORT
+        _ = parts.port  # raises for what is left: a host with a ":" outside brackets
     except ValueError:
-        raise ValueError(f"bad port in server URL for host {parts.hostname!r}") from None
+        raise _refuse(shown, "a ':' in the host (an IPv6 host goes in brackets)") from None
     host = parts.hostname
     if not host:
-        raise ValueError("server URL has no host")
+        raise _refuse(shown, "it has no host")
+    port = int(port_text) if port_text is not None else DEFAULT_PORT
     user = password = token = None
     if parts.username is not None:
         if parts.password is not None:
@@ -84,7 +135,7 @@ class ServerPool:
     def __init__(self, urls: Sequence[str], *, randomize: bool = True) -> None:
         servers = [parse_server(u) for u in urls]
         if not servers:
-            raise ValueError("no server given")
+            raise ValueError(f"no server given; {EXPECTED_FORM}")
         if randomize:
             random.shuffle(servers)
         self.servers: list[Server] = []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jetstream.core._servers import Server, ServerPool, parse_server
+import jetstream
+from jetstream.core._servers import EXPECTED_FORM, Server, ServerPool, parse_server
 
 
 @pytest.mark.parametrize(
@@ -37,11 +38,57 @@ def test_credentials_in_url_are_kept_apart_and_hidden() -> None:
     assert t.token == "tok3n" and "tok3n" not in repr(t)
 
 
-@pytest.mark.parametrize("bad", ["ws://h:1", "nats://h:notaport", "nats://:4222", "http://x"])
-def test_bad_urls(bad: str) -> None:
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        ("127.0.0.1 4222", "whitespace"),
+        ("nats://host:port", "the port 'port' is not a number"),
+        ("nats://:4222", "no host"),
+        ("tls://", "no host"),
+        ("", "empty"),
+        ("nats://h:", "the port '' is not a number"),
+        ("nats://h:0", "the port '0' is not a number from 1 to 65535"),
+        ("nats://h:65536", "the port '65536' is not a number from 1 to 65535"),
+        ("nats://h:\u0661", "not a number"),
+        ("nats://a b:4222", "whitespace"),
+        ("h\t4222", "whitespace"),
+        ("nats://h:1:2", "':' in the host"),
+        ("nats://[::1", "Invalid IPv6 URL"),
+        ("ws://h:1", "unsupported scheme 'ws'"),
+        ("http://x", "unsupported scheme 'http'"),
+    ],
+)
+def test_bad_urls_are_refused_with_the_url_and_the_expected_form(bad: str, why: str) -> None:
     with pytest.raises(ValueError) as exc:
         parse_server(bad)
-    assert "secret" not in str(exc.value)
+    text = str(exc.value)
+    assert text.startswith(f"bad server URL {bad.strip()!r}: "), text
+    assert why in text
+    assert text.endswith(EXPECTED_FORM) and "nats://host:port" in EXPECTED_FORM
+
+
+@pytest.mark.parametrize(
+    "bad", ["nats://alice:secret@h :1", "nats://secret@h:port", "tls://alice:secret@:1"]
+)
+def test_a_refused_url_is_quoted_without_its_userinfo(bad: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_server(bad)
+    assert "secret" not in str(exc.value) and "alice" not in str(exc.value)
+    assert "://***@" in str(exc.value)
+
+
+def test_jetstream_connect_refuses_a_malformed_url_at_once() -> None:
+    # Raised by the call itself, with no event loop running: nothing was looked up
+    # or connected to (the host below would not resolve).
+    with pytest.raises(ValueError, match=r"^bad server URL 'nats://no-such-host.invalid:port'"):
+        jetstream.connect("nats://no-such-host.invalid:port")
+    with pytest.raises(ValueError, match=r"^bad server URL '127.0.0.1 4222': it holds whitespace"):
+        jetstream.connect("127.0.0.1 4222")
+    # one bad URL of a list is enough
+    with pytest.raises(ValueError, match=r"^bad server URL 'nats://:4222': it has no host"):
+        jetstream.connect(["nats://127.0.0.1:4222", "nats://:4222"])
+    with pytest.raises(ValueError, match=r"^no server given; expected nats://host:port"):
+        jetstream.connect(" , ")
 
 
 def test_pool_order_dedup_and_rotation() -> None:
