@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "jetstream.spark needs pyspark and pyarrow: pip install 'jetstream-asyncio[spark]'"
     ) from exc
 
-from ._common import ConnectSpec, SparkConfigError, SparkWriteError
+from ._common import ConnectSpec, SparkConfigError, SparkDataLossError, SparkWriteError
 from ._datasource import JetStreamDataSource, register
 from ._sink import BatchReport, ForeachBatchSink, foreach_batch_sink, write_dataframe
 from ._source import SCHEMA
@@ -38,6 +38,7 @@ __all__ = [
     "JetStreamDataSource",
     "SCHEMA",
     "SparkConfigError",
+    "SparkDataLossError",
     "SparkWriteError",
     "foreach_batch_sink",
     "register",

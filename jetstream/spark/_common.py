@@ -19,6 +19,7 @@ __all__ = [
     "CONNECT_OPTIONS",
     "ConnectSpec",
     "SparkConfigError",
+    "SparkDataLossError",
     "SparkWriteError",
     "connect_spec_from_options",
     "is_connect",
@@ -73,6 +74,14 @@ class SparkConfigError(NatsError, ValueError):
     """The sink, writer or source was set up wrong: a missing stream or column, a stream
     without a duplicate window, an unreachable server. Raised when the query starts (at
     its first batch), with the option at fault named in the message."""
+
+
+class SparkDataLossError(NatsError):
+    """The ``jetstream`` source found messages gone before the query read them: removed
+    by the stream's limits (``max_age``, ``max_msgs``, ``max_bytes``) or a purge, or
+    lost with a stream that was deleted and made again. The message names the stream
+    and the sequences; option ``fail_on_data_loss=false`` skips such gaps with a
+    warning instead."""
 
 
 class SparkWriteError(NatsError):

@@ -35,7 +35,9 @@ sequence), ``timestamp`` (when the message was stored).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as _dt
+import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -47,7 +49,14 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
 
 from .._pull import PullOptions
 from ..api import DeliverPolicy
@@ -62,9 +71,11 @@ from ._common import (
     number_option,
     run_sync,
 )
+from ._plan import Limits, bytes_end, lost_range, plan, removed
 
 if TYPE_CHECKING:
     from jetstream import Client, OrderedConsumer
+    from jetstream.api import StreamState
     from jetstream.protocol.ops import MsgRun
 
 __all__ = [
@@ -97,7 +108,7 @@ class _Options:
     start_seq: int | None
     start_time: _dt.datetime | None
     end_seq: int | None
-    max_rows: int | None
+    limits: Limits
     partitions: int
 
     @classmethod
@@ -125,7 +136,7 @@ class _Options:
             number_option(o, "start_seq", 1),
             start_time,
             number_option(o, "end_seq", 0),
-            number_option(o, "max_rows_per_batch", 1),
+            Limits.parse(o),
             number_option(o, "partitions", 1) or 1,
         )
 
@@ -221,6 +232,9 @@ class _RangeReader:
             stream = await js.stream(o.stream)
         except StreamNotFoundError:
             raise _missing(o) from None
+        if not self._check_range(stream.cached_info.state):
+            self.done = True
+            return
         self.oc = oc = await stream.ordered_consumer(
             filter_subjects=list(o.subjects),
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
@@ -240,6 +254,30 @@ class _RangeReader:
         pull = PullOptions(batch=batch, expires=5.0, heartbeat=2.5)
         self.it = it = OrderedStream(oc, pull, runs=True)
         await it.__aenter__()
+
+    def _check_range(self, state: StreamState) -> bool:
+        """The range against the stream as the task finds it (limits or a purge may
+        have removed the head of the range since the batch was planned; the stream
+        may have been made again): data loss is reported (``lost_range``). False when
+        nothing of the range is left to read."""
+        first, end, fail = self.first, self.end, self.opts.limits.fail_on_data_loss
+        if state.last_seq + 1 < end:
+            lost_range(
+                self.opts.stream,
+                f"its last sequence is {state.last_seq}, below {end - 1} where this batch "
+                f"reads up to: the stream was deleted and made again, and sequences "
+                f"{first}-{end - 1} of it were lost",
+                fail,
+            )
+            return False
+        if state.first_seq > first:
+            lost_range(
+                self.opts.stream,
+                removed(first, min(state.first_seq, end) - 1),
+                fail,
+            )
+            return state.first_seq < end
+        return True
 
     def _learn(self, reply: str | None) -> Layout:
         """The layout of the consumer's ack subjects, learnt from the first."""
@@ -359,28 +397,77 @@ def _read_range(opts: _Options, first: int, end: int) -> Iterator[tuple[Any, ...
         batches.close()
 
 
-class StreamReader(DataSourceStreamReader):
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The planning side of ``spark.readStream``: it lives on the driver for the whole
+    query (in PySpark's source process), so the ``availableNow`` target, the time of the
+    last batch and the stream's latest sequence seen are kept between calls."""
+
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
+        self._target: int | None = None
+        self._latest: int | None = None
+        self._last_batch = time.monotonic()
 
     def initialOffset(self) -> dict[str, int]:
         start, _ = run_sync(_bounds(self.opts))
         return {"seq": start}
 
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fix the end of an ``availableNow`` run: what the stream holds now."""
+        _, self._target = run_sync(_bounds(self.opts))
+
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.opts.max_rows:
-            return ReadMaxRows(self.opts.max_rows)
+        limits = self.opts.limits
+        if limits.max_rows:
+            return ReadMaxRows(limits.max_rows)
+        if limits.max_bytes:
+            return ReadMaxBytes(limits.max_bytes)
+        if limits.min_rows:
+            return ReadMinRows(limits.min_rows)
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        _, latest = run_sync(_bounds(self.opts))
-        end = max(latest, start["seq"])
-        if isinstance(limit, ReadMaxRows):
-            end = min(end, start["seq"] + limit.max_rows)
-        return {"seq": end}
+        """The end of the next batch. Any limit but ``ReadAllAvailable`` means the
+        source's own limits (Spark passes the default one, or all available)."""
+        return run_sync(self._plan(start, isinstance(limit, ReadAllAvailable)))
+
+    async def _plan(self, start: dict[str, int], read_all: bool) -> dict[str, int]:
+        o = self.opts
+        nc = await o.conn.connect()
+        try:
+            try:
+                stream = await o.conn.jetstream(nc).stream(o.stream)
+            except StreamNotFoundError:
+                raise _missing(o) from None
+            state = stream.cached_info.state
+            self._latest = state.last_seq + 1
+            p = plan(
+                o.stream,
+                start,
+                state.first_seq,
+                state.last_seq,
+                o.limits,
+                read_all=read_all,
+                target=self._target,
+                waited=time.monotonic() - self._last_batch,
+            )
+            if o.limits.max_bytes and not read_all and p.end > p.first:
+                end = await bytes_end(stream, o.subjects, p.first, p.end, o.limits.max_bytes)
+                p = dataclasses.replace(p, end=end)
+        finally:
+            await nc.close()
+        offset = p.offset(start)
+        if offset != start:
+            self._last_batch = time.monotonic()
+        return offset
+
+    def reportLatestOffset(self) -> dict[str, int] | None:
+        """The stream's last sequence + 1 as last seen when planning: Spark shows it as
+        the source's ``latestOffset`` in the query progress, beside ``endOffset``."""
+        return None if self._latest is None else {"seq": self._latest}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[SeqRange]:
-        return _split(start["seq"], end["seq"], self.opts.partitions)
+        return _split(end.get("from", start["seq"]), end["seq"], self.opts.partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SeqRange)

@@ -12,7 +12,11 @@ from jetstream import StreamConfig
 from jetstream.api import StorageType
 
 
-def make_stream(url: str, name: str, subjects: list[str], *, dedup: float = 120.0) -> None:
+def make_stream(
+    url: str, name: str, subjects: list[str], *, dedup: float = 120.0, **config: Any
+) -> None:
+    """(Re)make a memory stream; ``config``: more ``StreamConfig`` fields (limits)."""
+
     async def go() -> None:
         async with jetstream.connect(url) as nc:
             js = nc.jetstream()
@@ -26,6 +30,7 @@ def make_stream(url: str, name: str, subjects: list[str], *, dedup: float = 120.
                     subjects=subjects,
                     storage=StorageType.MEMORY,
                     duplicate_window=dedup,
+                    **config,
                 )
             )
 
