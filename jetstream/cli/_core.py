@@ -12,7 +12,7 @@ from ..errors import TimeoutError as NatsTimeoutError
 from ..protocol.headers import Headers
 from ._output import Output
 from ._session import Session
-from ._util import CliError, b64, bounded, headers_dict
+from ._util import CliError, bounded, headers_dict, payload_doc
 
 if TYPE_CHECKING:
     from ..core.message import Msg
@@ -70,7 +70,7 @@ def print_msg(
         if extra:
             doc.update(extra)
         doc["headers"] = headers_dict(headers)
-        doc["data"] = b64(data)
+        doc.update(payload_doc(data))
         out.json_line(doc)
         return
     if raw:

@@ -8,7 +8,7 @@ from ..api import StorageType
 from ..kv import KeyValueEntry, KeyValueOp, KeyValueStatus
 from ._core import body_of
 from ._session import Session
-from ._util import CliError, b64, bounded, fmt_bytes, fmt_duration, fmt_num, fmt_time
+from ._util import CliError, bounded, fmt_bytes, fmt_duration, fmt_num, fmt_time, payload_doc
 
 __all__ = [
     "cmd_kv_add",
@@ -26,7 +26,8 @@ __all__ = [
 
 
 def entry_doc(e: KeyValueEntry) -> dict[str, Any]:
-    """An entry as JSON-ready data (the value in base64, as bytes are in the API)."""
+    """An entry as JSON-ready data (the value as text when it is valid UTF-8, else in
+    base64 with ``"value_encoding": "base64"``)."""
     return {
         "bucket": e.bucket,
         "key": e.key,
@@ -34,7 +35,7 @@ def entry_doc(e: KeyValueEntry) -> dict[str, Any]:
         "operation": e.operation.value,
         "created": e.created,
         "delta": e.delta,
-        "value": b64(e.value),
+        **payload_doc(e.value, "value"),
     }
 
 

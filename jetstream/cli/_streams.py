@@ -219,9 +219,11 @@ async def cmd_stream_get(s: Session) -> int:
 # -- consumers ----------------------------------------------------------------------------
 
 
-def _filters(cfg: ConsumerConfig) -> str:
+def _filters(cfg: ConsumerConfig) -> str | None:
+    """The consumer's filter subjects, or None for a consumer without one (no line, an
+    empty cell: nothing is filtered, and no filter is shown)."""
     one = _opt(cfg.filter_subject)
-    return ", ".join(_opt(cfg.filter_subjects) or ([one] if one else [])) or ">"
+    return ", ".join(_opt(cfg.filter_subjects) or ([one] if one else [])) or None
 
 
 def _consumer_view(s: Session, info: ConsumerInfo) -> None:

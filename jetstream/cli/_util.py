@@ -28,6 +28,7 @@ __all__ = [
     "parse_duration",
     "parse_header",
     "parse_size",
+    "payload_doc",
     "redact_url",
 ]
 
@@ -131,6 +132,17 @@ def fmt_time(t: _dt.datetime | None) -> str:
 def b64(data: bytes | None) -> str:
     """Bytes as standard base64 (what the JetStream API uses for message data in JSON)."""
     return base64.b64encode(data or b"").decode()
+
+
+def payload_doc(data: bytes | None, key: str = "data") -> dict[str, str]:
+    """A payload as JSON fields: ``{key: text}`` when it is valid UTF-8, so that a JSON
+    or text body reads at a glance; other bytes as ``{key: base64,
+    key_encoding: "base64"}``."""
+    raw = bytes(data or b"")
+    try:
+        return {key: raw.decode()}
+    except UnicodeDecodeError:
+        return {key: b64(raw), f"{key}_encoding": "base64"}
 
 
 def headers_dict(headers: Mapping[str, Any] | None) -> dict[str, list[str]]:

@@ -5,14 +5,19 @@ from __future__ import annotations
 import base64
 import json
 import signal
+import subprocess
 
-from .conftest import Cli
+from .conftest import RUN_TIMEOUT, Cli, base_env
 
 
 def _value(doc: dict[str, object]) -> bytes:
+    """The value of a JSON entry: text when it is valid UTF-8, else base64 and said so."""
     value = doc["value"]
     assert isinstance(value, str)
-    return base64.b64decode(value)
+    if doc.get("value_encoding") == "base64":
+        return base64.b64decode(value)
+    assert "value_encoding" not in doc
+    return value.encode()
 
 
 def test_kv_lifecycle(cli: Cli) -> None:
@@ -52,7 +57,8 @@ def test_kv_lifecycle(cli: Cli) -> None:
     out = get_text.wait().stdout
     assert "CLIKV > a.b revision 2" in out and "two" in out
     doc = json.loads(get_json.wait().stdout)
-    assert (doc["revision"], doc["operation"], _value(doc)) == (2, "PUT", b"two")
+    assert (doc["revision"], doc["operation"], doc["value"]) == (2, "PUT", "two")
+    assert "value_encoding" not in doc
     assert get_old.wait().stdout == "one"  # --raw: the value exactly
     assert [(e["revision"], _value(e)) for e in json.loads(hist_json.wait().stdout)] == [
         (1, b"one"),
@@ -78,3 +84,24 @@ def test_kv_lifecycle(cli: Cli) -> None:
 
     assert "deleted" in cli("kv", "rm", "CLIKV").stdout
     assert "no bucket 'CLIKV'" in cli("kv", "info", "CLIKV", status=1).stderr
+
+
+def test_kv_json_values_are_text_unless_they_are_not_utf8(cli: Cli) -> None:
+    cli("kv", "add", "CLIKVJ")
+    cli("kv", "put", "CLIKVJ", "doc", '{"x":1}')
+    put = subprocess.run(
+        cli.argv(("kv", "put", "CLIKVJ", "bin"), True),
+        input=b"\xff\x00raw",
+        env=base_env(),
+        capture_output=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert put.returncode == 0, put.stderr
+    text = cli("kv", "get", "CLIKVJ", "doc", "--json").stdout
+    assert '"value": "{\\"x\\":1}"' in text  # readable at a glance
+    doc = json.loads(text)
+    assert doc["value"] == '{"x":1}' and "value_encoding" not in doc
+    raw = json.loads(cli("kv", "get", "CLIKVJ", "bin", "--json").stdout)
+    assert raw["value_encoding"] == "base64"
+    assert base64.b64decode(raw["value"]) == b"\xff\x00raw"
+    cli("kv", "rm", "CLIKVJ")

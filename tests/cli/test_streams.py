@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 
-from .conftest import Cli
+from .conftest import RUN_TIMEOUT, Cli, base_env
 
 
 def test_stream_and_consumer_lifecycle(cli: Cli) -> None:
@@ -55,7 +56,7 @@ def test_stream_and_consumer_lifecycle(cli: Cli) -> None:
     out = get_text.wait().stdout
     assert "CLIS#2" in out and "m2" in out
     last = json.loads(get_last.wait().stdout)
-    assert (last["seq"], last["subject"], base64.b64decode(last["data"])) == (3, "cli.s.a", b"m3")
+    assert (last["seq"], last["subject"], last["data"]) == (3, "cli.s.a", "m3")
     assert "stream 'NOPE' not found" in missing.wait(1).stderr
     assert "no message found" in no_msg.wait(1).stderr.lower()
     cinfo = json.loads(cons.wait().stdout)
@@ -69,7 +70,7 @@ def test_stream_and_consumer_lifecycle(cli: Cli) -> None:
     assert two.stderr.count("Acknowledged") == 2
     third = json.loads(cli("consumer", "next", "CLIS", "C1", "--json").stdout)
     assert (third["seq"], third["consumer"], third["pending"]) == (3, "C1", 0)
-    assert base64.b64decode(third["data"]) == b"m3"
+    assert third["data"] == "m3" and "data_encoding" not in third
 
     c_info = cli.spawn("consumer", "info", "CLIS", "C1", "--json")
     c_text = cli.spawn("consumer", "info", "CLIS", "C1")
@@ -100,3 +101,52 @@ def test_plain_output_without_rich(cli: Cli) -> None:
     assert any(line.startswith("Name ") for line in lines)
     assert "│" not in out and "─" not in out
     cli("stream", "rm", "NORICH")
+
+
+def _pub_bytes(cli: Cli, subject: str, body: bytes) -> None:
+    """``pub --js`` with ``body`` on stdin, bytes as they are."""
+    done = subprocess.run(
+        cli.argv(("pub", subject, "--js"), True),
+        input=body,
+        env=base_env(),
+        capture_output=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_json_payloads_are_text_unless_they_are_not_utf8(cli: Cli) -> None:
+    cli("stream", "add", "CLIJ", "--subjects", "cli.j.>", "--storage", "memory")
+    cli("pub", "cli.j.doc", '{"x":1}', "--js")
+    _pub_bytes(cli, "cli.j.bin", b"\xff\x00\x01raw")
+    cli("pub", "cli.j.text", "h\u00e9llo", "--js")
+
+    shown = cli("stream", "get", "CLIJ", "1", "--json").stdout
+    assert '"data":"{\\"x\\":1}"' in shown  # the JSON body reads at a glance
+    doc = json.loads(shown)
+    assert doc["data"] == '{"x":1}' and "data_encoding" not in doc
+    binary = json.loads(cli("stream", "get", "CLIJ", "2", "--json").stdout)
+    assert binary["data_encoding"] == "base64"
+    assert base64.b64decode(binary["data"]) == b"\xff\x00\x01raw"
+    text = json.loads(cli("stream", "get", "CLIJ", "3", "--json").stdout)
+    assert text["data"] == "h\u00e9llo" and "data_encoding" not in text
+
+    # through a consumer too; and a consumer without a filter shows none
+    cli("consumer", "add", "CLIJ", "ALL", "--pull", "--ack", "explicit")
+    got = [
+        json.loads(line)
+        for line in cli(
+            "consumer", "next", "CLIJ", "ALL", "--count", "2", "--json"
+        ).stdout.splitlines()
+    ]
+    assert [d.get("data_encoding") for d in got] == [None, "base64"]
+    assert got[0]["data"] == '{"x":1}'
+    info = cli("consumer", "info", "CLIJ", "ALL", "--plain").stdout
+    assert "Ack policy: explicit" in info
+    assert "Filter" not in info and ">" not in info.replace("CLIJ > ALL", ""), info
+    rows = cli("consumer", "ls", "CLIJ", "--plain").stdout.splitlines()
+    row = next(line for line in rows if line.startswith("ALL "))
+    assert row.split()[:3] == ["ALL", "pull", "explicit"], row  # an empty Filter cell
+    cli("consumer", "add", "CLIJ", "DOCS", "--pull", "--filter", "cli.j.doc")
+    assert "Filter: cli.j.doc" in cli("consumer", "info", "CLIJ", "DOCS", "--plain").stdout
+    cli("stream", "rm", "CLIJ")
