@@ -7,8 +7,11 @@ every path: ack, API error, timeout, lost connection, close.
 
 A future's ``timeout`` is its deadline. No responders (nothing was stored) is sent
 again with backoff until then, under the same token, so an ack of any attempt
-resolves it. A message with an id (``keyed``) is also sent again when an attempt
-goes unanswered or the connection is lost: the stream deduplicates the id.
+resolves it; at once when the new leader of the stream that stores the subject is
+announced, and not at all when no stream stores it (``SubjectStreams``: the future
+fails with ``NoStreamError``). A message with an id (``keyed``) is also sent again
+when an attempt goes unanswered or the connection is lost: the stream deduplicates
+the id.
 
 A bulk writer (the Spark sink) may instead register an ``AckTracker`` and a row of
 its own per publish (``try_publish_rows``, many rows a call): no future per message;
@@ -19,11 +22,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
+from ._leaders import NO_STREAM, SubjectStreams, no_stream_error
 from ._retry import attempt_timeout, retry_delay
 from .api import PubAck, decode_response
 from .core._numbered import publish_numbered, publish_seq
@@ -74,10 +78,13 @@ def _fail(entry: _Entry, exc: BaseException) -> None:
 class AsyncPublisher:
     """The ack mux and window behind ``JetStream.publish_async``."""
 
-    def __init__(self, nc: Client, max_pending: int, timeout: float) -> None:
+    def __init__(
+        self, nc: Client, max_pending: int, timeout: float, streams: SubjectStreams
+    ) -> None:
         if max_pending < 1:
             raise ValueError("publish_async_max_pending must be at least 1")
         self._nc = nc
+        self._streams = streams
         self.max_pending = max_pending
         self.timeout = timeout
         self._prefix = ""
@@ -89,8 +96,15 @@ class AsyncPublisher:
         self._room: deque[asyncio.Future[None]] = deque()
         self._idle: list[asyncio.Future[None]] = []
         self._timer: asyncio.TimerHandle | None = None
-        #: token -> (attempts made, last cause) of futures sent more than once
-        self._tries: dict[str, tuple[int, NatsError]] = {}
+        #: token -> (attempts made, last cause, attempts made when the stream's new
+        #: leader was last announced) of futures sent more than once
+        self._tries: dict[str, tuple[int, NatsError, int]] = {}
+        #: subject -> (its SubjectStreams listener, token -> the timer of its next send)
+        #: of the futures waiting out a 503
+        self._held: dict[str, tuple[Callable[[bool], None], dict[str, asyncio.TimerHandle]]] = {}
+        self._held_subject: dict[str, str] = {}  # token -> subject, of the held
+        #: futures sent again at once on their stream's leader election
+        self.woken = 0
         # Delivery protocol: what the client needs to re-make the subscription.
         self.subject = ""
         self.queue: str | None = None
@@ -292,8 +306,12 @@ class AsyncPublisher:
         try:
             if op.status == 503:
                 cause = NoRespondersError(f"no stream answered a publish to {subject!r}")
-                if row is None and self._again(token, entry, cause):
-                    return
+                if row is None:
+                    if self._streams.stream_of(subject) == NO_STREAM:
+                        self._fail_no_stream(token, entry)
+                        return
+                    if self._again(token, entry, cause):
+                        return
                 raise cause
             try:
                 ack = _PUBACK.decode(op.payload)
@@ -319,10 +337,11 @@ class AsyncPublisher:
     # -- sending again ----------------------------------------------------------------
 
     def _failed_attempt(self, token: str, cause: NatsError) -> int:
-        """Record that the latest attempt of ``token`` failed; the attempts so far."""
-        n = self._tries[token][0] if token in self._tries else 1
-        self._tries[token] = (n, cause)
-        return n
+        """Record that the latest attempt of ``token`` failed; the step of its backoff
+        (the attempts since its stream's new leader was last announced)."""
+        n, _, since = self._tries.get(token, (1, cause, 0))
+        self._tries[token] = (n, cause, since)
+        return n - since
 
     def _again(self, token: str, entry: _Entry, cause: NatsError) -> bool:
         """Send ``entry`` (a future's, taken from the window) again after a backoff if
@@ -333,11 +352,77 @@ class AsyncPublisher:
             return False
         # Back in the window until then (an ack of the earlier attempt resolves it too).
         self._pending[token] = (entry[0], entry[6], *entry[2:])
-        loop.call_later(delay, self._resend, token)
+        if isinstance(cause, NoRespondersError):  # waiting for a leader: hold it
+            self._hold(entry[2], token, loop.call_later(delay, self._held_resend, token))
+        else:
+            loop.call_later(delay, self._resend, token)
         if self._timer is None:
             self._now = loop.time()
             self._arm()
         return True
+
+    # -- waiting out a 503 ------------------------------------------------------------
+
+    def _hold(self, subject: str, token: str, timer: asyncio.TimerHandle) -> None:
+        held = self._held.get(subject)
+        if held is None:
+
+            def heard(elected: bool) -> None:
+                self._heard(subject, elected)
+
+            held = self._held[subject] = (heard, {})
+            self._streams.listen(subject, heard)
+        old = held[1].get(token)
+        if old is not None:  # sent again meanwhile (a reconnect) and answered 503 again
+            old.cancel()
+        held[1][token] = timer
+        self._held_subject[token] = subject
+
+    def _release(self, subject: str) -> dict[str, asyncio.TimerHandle]:
+        """Stop holding the futures of ``subject``; their tokens and timers."""
+        heard, timers = self._held.pop(subject)
+        self._streams.unlisten(subject, heard)
+        for token, timer in timers.items():
+            timer.cancel()
+            self._held_subject.pop(token, None)
+        return timers
+
+    def _held_resend(self, token: str) -> None:
+        """The backoff of a held future passed: send it again."""
+        subject = self._held_subject.pop(token, None)
+        if subject is not None:
+            timers = self._held[subject][1]
+            del timers[token]
+            if not timers:
+                self._release(subject)
+        self._resend(token)
+
+    def _heard(self, subject: str, elected: bool) -> None:
+        """The leader of the stream that stores ``subject`` was elected (send its held
+        futures now, their backoff started again), or no stream stores it (fail them)."""
+        if subject not in self._held:
+            return
+        timers = self._release(subject)
+        tries = self._tries
+        for token in timers:
+            entry = self._pending.get(token)
+            if entry is None or entry[0].done():
+                continue
+            if not elected:
+                del self._pending[token]
+                self._fail_no_stream(token, entry)
+                continue
+            if token in tries:
+                n, cause, _ = tries[token]
+                tries[token] = (n, cause, n)
+            self.woken += 1
+            self._resend(token)
+        if not elected:
+            self._resolved()
+
+    def _fail_no_stream(self, token: str, entry: _Entry) -> None:
+        tries = self._tries.pop(token, None) if self._tries else None
+        _fail(entry, no_stream_error(entry[2], 1 if tries is None else tries[0]))
 
     def _resend(self, token: str) -> None:
         """Send the message of ``token`` again (under the same token)."""
@@ -356,8 +441,8 @@ class AsyncPublisher:
             self._resolved()
             return
         if token in self._tries:
-            n, cause = self._tries[token]
-            self._tries[token] = (n + 1, cause)
+            n, cause, since = self._tries[token]
+            self._tries[token] = (n + 1, cause, since)
         now = nc._loop.time()
         first = min(now + attempt_timeout(deadline - now), deadline) if keyed else deadline
         self._pending[token] = (entry[0], first, *entry[2:])
@@ -449,6 +534,8 @@ class AsyncPublisher:
         for token, entry in pending.items():
             self._fail_entry(token, entry, ConnectionClosedError("the connection closed"))
         self._tries.clear()
+        for subject in list(self._held):
+            self._release(subject)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
+from ._leaders import NO_STREAM, SubjectStreams, no_stream_error
 from ._pubasync import AsyncPublisher
-from ._retry import RETRY_BASE, attempt_timeout, retry_delay
+from ._retry import RETRY_BASE, RETRY_CAP, attempt_timeout, retry_delay
 from .api import PubAck, decode_response
 from .core.client import Client
 from .errors import (
@@ -55,6 +56,7 @@ class Publishing:
     _nc: Client
     timeout: float
     _publisher: AsyncPublisher
+    _streams: SubjectStreams
 
     @staticmethod
     def _publish_headers(
@@ -118,9 +120,12 @@ class Publishing:
         """Publish to a stream and wait for its ``PubAck``, for at most ``timeout`` seconds.
 
         ``timeout`` is the deadline of the whole call, retries included. No
-        responders (a 503: the stream is electing a leader, restarting, or does not
-        exist yet; nothing was stored) is retried with backoff and jitter, from about
-        ``retry_wait`` seconds up to about 1 s, until the deadline. With a ``msg_id``, a
+        responders (a 503: nothing was stored) while a stream stores the subject (it is
+        electing a leader, restarting) is retried with backoff and jitter, from about
+        ``retry_wait`` seconds up to about 1 s (or ``retry_wait``, if more), until the
+        deadline, and at once when the stream's new leader is announced. If no stream
+        stores the subject (asked of the server after the first 503), the call fails at
+        once with ``NoStreamError``. With a ``msg_id``, a
         lost connection and an attempt left unanswered are retried too: the stream
         deduplicates the id inside its duplicate window, so a retry never stores the
         message twice, and so is the answer that an earlier attempt of the id is still
@@ -137,9 +142,10 @@ class Publishing:
             ttl: per-message TTL in seconds (the stream needs ``allow_msg_ttl``).
             timeout: seconds for the whole call (default: the context's).
             retry_attempts: an optional cap on the retries (None: until the deadline).
-            retry_wait: the first backoff, in seconds.
+            retry_wait: the first backoff, in seconds (above 1 s: every backoff's).
 
         Raises:
+            NoStreamError: no stream stores ``subject`` (a ``NoRespondersError``).
             NoRespondersError: still no stream answered at the deadline (or after
                 ``retry_attempts`` retries); ``attempts`` says how many were made.
             WrongLastSequenceError, WrongLastMsgIdError, StreamNotMatchError...: a
@@ -190,14 +196,29 @@ class Publishing:
         """The rest of ``publish`` after a first attempt that failed with ``cause``."""
         nc = self._nc
         loop = nc._loop
+        streams = self._streams
+        cap = max(RETRY_CAP, retry_wait)
         attempts = 1
+        step = 1  # of the backoff: started again when the stream's new leader is announced
         while True:
             left = deadline - loop.time()
             if retry_attempts is not None and attempts > retry_attempts:
                 raise _gave_up(cause, subject, attempts, f"(retry_attempts={retry_attempts})")
             if left < 0.01:
                 raise _gave_up(cause, subject, attempts, "before the call's deadline")
-            await asyncio.sleep(min(retry_delay(attempts, base=retry_wait), left / 2))
+            delay = min(retry_delay(step, base=retry_wait, cap=cap), left / 2)
+            step += 1
+            if isinstance(cause, NoRespondersError):
+                # Is there a stream to wait for? (Asked once, after the first 503.)
+                if streams.stream_of(subject) == NO_STREAM:
+                    raise no_stream_error(subject, attempts) from cause
+                woken = await streams.pause(subject, delay)
+                if woken is False:
+                    raise no_stream_error(subject, attempts) from cause
+                if woken:
+                    step = 1
+            else:
+                await asyncio.sleep(delay)
             left = deadline - loop.time()
             attempts += 1
             try:
@@ -276,12 +297,14 @@ class Publishing:
         At most ``publish_async_max_pending`` publishes (default 4000) are outstanding:
         when the window is full this waits for room (at most the ack timeout, then
         ``PublishWindowFullError``). ``timeout`` is the future's deadline: no
-        responders is sent again with backoff until then, and so, with a ``msg_id``,
-        is an attempt left unanswered or cut by a lost connection (sent again once
-        reconnected). The future always resolves: with the ack, the API error,
-        ``NoRespondersError`` or ``TimeoutError`` at the deadline (``attempts`` says how
-        many were made), ``DisconnectedError`` when the connection is lost (without a
-        ``msg_id``), or ``ConnectionClosedError`` on close.
+        responders while a stream stores the subject is sent again with backoff until
+        then (and at once when the stream's new leader is announced), and so, with a
+        ``msg_id``, is an attempt left unanswered or cut by a lost connection (sent
+        again once reconnected). The future always resolves: with the ack, the API
+        error, ``NoStreamError`` at once when no stream stores the subject (worded as
+        ``publish`` words it), ``NoRespondersError`` or ``TimeoutError`` at the deadline
+        (``attempts`` says how many were made), ``DisconnectedError`` when the
+        connection is lost (without a ``msg_id``), or ``ConnectionClosedError`` on close.
         """
         h = (
             self._publish_headers(

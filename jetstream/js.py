@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 
 from ._context import validate_name
-from ._leaders import LeaderWatch
+from ._leaders import LOOKUP_TIMEOUT, NO_STREAM, LeaderWatch, SubjectStreams
 from ._pubasync import AsyncPublisher
 from ._publish import Publishing
 from .advisories import DeadLetters
@@ -34,7 +34,7 @@ from .api import (
 )
 from .core.client import Client
 from .core.message import Msg
-from .errors import JetStreamNotEnabledError, NoRespondersError, StreamNotFoundError
+from .errors import JetStreamNotEnabledError, NatsError, NoRespondersError, StreamNotFoundError
 from .errors import TimeoutError as NatsTimeoutError
 from .protocol.headers import HeadersLike
 from .stream import Stream
@@ -70,8 +70,9 @@ class JetStreamContext(Publishing, DeadLetters):
         self.api_prefix = prefix
         self._prefix = prefix + "."
         self.timeout = timeout
-        self._publisher = AsyncPublisher(nc, publish_async_max_pending, timeout)
         self._leaders = LeaderWatch(nc)
+        self._streams = SubjectStreams(nc, self._leaders, self._stream_storing)
+        self._publisher = AsyncPublisher(nc, publish_async_max_pending, timeout, self._streams)
 
     @property
     def client(self) -> Client:
@@ -156,6 +157,7 @@ class JetStreamContext(Publishing, DeadLetters):
             StreamNameInUseError: a stream of that name exists with another config.
         """
         validate_name("stream", config.name)
+        self._streams.forget()
         info = await self._api(
             f"STREAM.CREATE.{config.name}",
             config,
@@ -171,6 +173,7 @@ class JetStreamContext(Publishing, DeadLetters):
             StreamNotFoundError: there is no such stream.
         """
         validate_name("stream", config.name)
+        self._streams.forget()
         info = await self._api(
             f"STREAM.UPDATE.{config.name}",
             config,
@@ -193,6 +196,7 @@ class JetStreamContext(Publishing, DeadLetters):
             StreamNotFoundError: there is no such stream.
         """
         validate_name("stream", name)
+        self._streams.forget()
         resp = await self._api(f"STREAM.DELETE.{name}", None, StreamDeleteResponse)
         return resp.success
 
@@ -237,6 +241,21 @@ class JetStreamContext(Publishing, DeadLetters):
         raise StreamNotFoundError(
             404, 10059, f"no stream stores subject {subject!r}", request="STREAM.NAMES"
         )
+
+    async def _stream_storing(self, subject: str) -> str | None:
+        """For a publish that found no responders: the stream that stores ``subject``,
+        ``NO_STREAM`` when none does, None when the API did not answer (a meta leader
+        being elected: the publish keeps retrying)."""
+        try:
+            reply = await self._api(
+                "STREAM.NAMES",
+                StreamListRequest(subject=subject),
+                StreamNamesResponse,
+                timeout=min(self.timeout, LOOKUP_TIMEOUT),
+            )
+        except NatsError:
+            return None
+        return reply.streams[0] if reply.streams else NO_STREAM
 
 
 #: API verbs of two tokens before the names (``STREAM.MSG.GET.<stream>``)

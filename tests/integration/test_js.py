@@ -26,6 +26,7 @@ from jetstream.errors import (
     JetStreamApiError,
     JetStreamNotEnabledError,
     NoRespondersError,
+    NoStreamError,
     PublishWindowFullError,
     RequiredApiLevelError,
     StreamNameInUseError,
@@ -242,14 +243,12 @@ async def test_api_errors_are_typed(js: JetStream) -> None:
     assert s.cached_info.config.subjects == ["cu", "cu2"]
 
 
-async def test_publish_without_stream_retries_then_raises(js: JetStream) -> None:
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    with pytest.raises(NoRespondersError, match="2 attempt"):
-        await js.publish("no.stream.here", b"", retry_attempts=1, retry_wait=0.1)
-    # waited before the retry: half to all of retry_wait (jitter; a little under may show:
-    # uvloop's clock counts whole milliseconds, and timers may fire a hair early)
-    assert loop.time() - t0 >= 0.045
+async def test_publish_without_stream_raises_no_stream_error_at_once(js: JetStream) -> None:
+    """Not after a retry (2.5 to 5 s later here): the first 503 asks whether a stream
+    stores the subject, and the answer cuts the backoff short."""
+    with pytest.raises(NoStreamError, match=r"no stream stores subject 'no\.stream\.here'") as info:
+        await js.publish("no.stream.here", b"", retry_attempts=1, retry_wait=5)
+    assert info.value.attempts == 1
 
 
 async def test_required_api_level_header(nc: Client, js: JetStream) -> None:

@@ -1,8 +1,11 @@
 """``js.publish`` and ``publish_async`` end at a deadline, not after a count of tries.
 
-Against a real server: a stream that appears after the publish started, a server
-restarted in the middle of a publish with a message id, the attempts and the last
-cause in the error at the deadline, and the optional cap of ``retry_attempts``.
+Against a real server: a subject that no stream stores (``NoStreamError`` at once, worded
+alike by both), a server restarted in the middle of a publish with a message id, and,
+while the JetStream API does not answer (as during a meta leader's election), a 503
+retried until the deadline: the attempts and the last cause in the error at the
+deadline, and the optional cap of ``retry_attempts``. (A stream that exists but has no
+leader is retried too: ``tests/faults/test_publish_election.py``, on a cluster.)
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pytest_asyncio
 import jetstream
 from jetstream import Client, JetStream, StreamConfig
 from jetstream.embedded import NatsServer
-from jetstream.errors import DisconnectedError, NoRespondersError
+from jetstream.errors import DisconnectedError, NoRespondersError, NoStreamError
 
 pytestmark = pytest.mark.asyncio
 
@@ -29,26 +32,55 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
         yield client
 
 
-async def test_a_publish_waits_for_a_stream_made_after_it_started(js: JetStream) -> None:
-    task = asyncio.create_task(js.publish("late.a", b"x", timeout=10))
-    await asyncio.sleep(1.5)
-    assert not task.done()  # still retrying: no stream answered yet
+def unanswered(nc: Client) -> JetStream:
+    """A context whose API nobody answers, as during a meta leader's election: whether a
+    stream stores a subject cannot be known, so a 503 is retried until the deadline."""
+    return nc.jetstream(api_prefix="NOBODY.API")
+
+
+async def test_a_publish_to_a_subject_no_stream_stores_fails_at_once(js: JetStream) -> None:
+    """Not at the deadline (30 s here): the first 503 asks whether a stream stores the
+    subject, and none does. (Before: the publish waited for a stream made later.)"""
+    loop = asyncio.get_running_loop()
+    await js.create_stream(StreamConfig(name="OTHER", subjects=["other.>"]))
+    t0 = loop.time()
+    with pytest.raises(NoStreamError) as info:
+        await js.publish("late.a", b"x", timeout=30)
+    assert loop.time() - t0 < 10  # generous for a loaded machine; the deadline is 30 s
+    exc = info.value
+    assert isinstance(exc, NoRespondersError)  # existing handlers still catch it
+    assert exc.subject == "late.a"
+    assert "no stream stores subject 'late.a'" in str(exc)
+    assert "jetstream stream ls" in str(exc) and "js.find_stream" in str(exc)
+    assert isinstance(exc.__cause__, NoRespondersError)
+    # asked again at once: still none (the answer is kept a moment: no second question)
+    with pytest.raises(NoStreamError):
+        await js.publish("late.a", b"x", timeout=30)
+    assert js._streams.lookups == 1
+    # the application makes its stream first: the context forgets what it was told
     await js.create_stream(StreamConfig(name="LATE", subjects=["late.>"]))
-    ack = await asyncio.wait_for(task, 10)
+    ack = await js.publish("late.a", b"x", timeout=30)
     assert (ack.stream, ack.seq) == ("LATE", 1)
 
 
-async def test_publish_async_waits_for_a_stream_made_after_it_started(js: JetStream) -> None:
-    fut = await js.publish_async("late.b", b"y", timeout=10)
-    await asyncio.sleep(1.0)
-    assert not fut.done()
-    await js.create_stream(StreamConfig(name="LATE2", subjects=["late.>"]))
-    ack = await asyncio.wait_for(fut, 10)
-    assert (ack.stream, ack.seq) == ("LATE2", 1)
+async def test_publish_async_fails_at_once_worded_as_publish(js: JetStream) -> None:
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    futs = [await js.publish_async("late.b", b"y", timeout=30) for _ in range(50)]
+    errors = await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True), 20)
+    assert loop.time() - t0 < 10  # not at the futures' deadline (30 s)
+    assert all(isinstance(e, NoStreamError) for e in errors), errors
     assert js.publish_async_pending == 0
+    with pytest.raises(NoStreamError) as info:
+        await js.publish("late.b", b"y", timeout=30)
+    assert {str(e) for e in errors} == {str(info.value)}  # one wording
+    await js.create_stream(StreamConfig(name="LATE2", subjects=["late.>"]))
+    ack = await asyncio.wait_for(await js.publish_async("late.b", b"y", timeout=30), 20)
+    assert (ack.stream, ack.seq) == ("LATE2", 1)
 
 
-async def test_the_deadline_error_says_how_many_attempts_and_why(js: JetStream) -> None:
+async def test_the_deadline_error_says_how_many_attempts_and_why(nc: Client) -> None:
+    js = unanswered(nc)
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     with pytest.raises(NoRespondersError) as info:
@@ -59,9 +91,11 @@ async def test_the_deadline_error_says_how_many_attempts_and_why(js: JetStream) 
     assert f"{info.value.attempts} attempt(s)" in str(info.value)
     assert "'nowhere'" in str(info.value)
     assert isinstance(info.value.__cause__, NoRespondersError)
+    assert not isinstance(info.value, NoStreamError)  # not known: retried
 
 
-async def test_retry_attempts_still_caps_the_retries(js: JetStream) -> None:
+async def test_retry_attempts_still_caps_the_retries(nc: Client) -> None:
+    js = unanswered(nc)
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     with pytest.raises(NoRespondersError, match="2 attempt") as info:
@@ -74,10 +108,12 @@ async def test_retry_attempts_still_caps_the_retries(js: JetStream) -> None:
     assert info.value.attempts == 1
 
 
-async def test_publish_async_gives_up_at_its_deadline(js: JetStream) -> None:
+async def test_publish_async_gives_up_at_its_deadline(nc: Client) -> None:
+    js = unanswered(nc)
     fut = await js.publish_async("nowhere", b"", timeout=0.8)
     with pytest.raises(NoRespondersError) as info:
         await asyncio.wait_for(fut, 10)
+    assert not isinstance(info.value, NoStreamError)
     assert info.value.attempts >= 2
     assert js.publish_async_pending == 0
 
@@ -118,3 +154,20 @@ async def test_without_an_id_a_lost_connection_is_not_retried(
         await asyncio.wait_for(task, 10)
     await nats_server.restart_async()
     await blocker.unsubscribe()
+
+
+async def test_kv_writes_fail_at_once_without_their_stream(js: JetStream) -> None:
+    """A write to a bucket whose stream is gone is a publish to a subject no stream
+    stores: through ``publish`` (put, create) and ``publish_async`` (delete) alike."""
+    kv = await js.create_key_value(bucket="gone")
+    await kv.put("k", b"v")
+    await js.delete_stream("KV_gone")
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    with pytest.raises(NoStreamError, match=r"'\$KV\.gone\.k'"):
+        await kv.put("k", b"v")
+    with pytest.raises(NoStreamError, match=r"'\$KV\.gone\.new'"):
+        await kv.create("new", b"v")
+    with pytest.raises(NoStreamError, match=r"'\$KV\.gone\.k'"):
+        await kv.delete("k")
+    assert loop.time() - t0 < 10  # three writes, each with the context's 5 s deadline
