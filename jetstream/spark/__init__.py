@@ -7,7 +7,10 @@ in a Spark Connect session; nothing reaches for ``sparkContext`` or the JVM.
 - ``write_dataframe(df, ...)``: the same for a batch job (a job id, or a key column).
 - ``register(spark)``: the ``jetstream`` format: ``spark.readStream`` / ``spark.read``
   read a stream, ``df.writeStream`` / ``df.write`` write one (see
-  ``JetStreamDataSource``).
+  ``JetStreamDataSource``); and the ``jetstream-kv`` format, which writes to a KeyValue
+  bucket (see ``JetStreamKVDataSource``).
+- ``kv_sink(...)``: the function for ``df.writeStream.foreachBatch`` that puts each row's
+  value under its key in a KeyValue bucket (the last row of a key in a batch wins).
 
 Limits of exactly-once: the stream drops a repeated ``Nats-Msg-Id`` only inside its
 ``duplicate_window`` (at most 24 hours, and never longer than ``max_age``); the server keeps
@@ -28,6 +31,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ._common import ConnectSpec, SparkConfigError, SparkDataLossError, SparkWriteError
 from ._datasource import JetStreamDataSource, register
+from ._kv import KvReport, KvSink, kv_sink
+from ._kvwriter import JetStreamKVDataSource
 from ._sink import BatchReport, ForeachBatchSink, foreach_batch_sink, write_dataframe
 from ._source import SCHEMA
 
@@ -36,11 +41,15 @@ __all__ = [
     "ConnectSpec",
     "ForeachBatchSink",
     "JetStreamDataSource",
+    "JetStreamKVDataSource",
+    "KvReport",
+    "KvSink",
     "SCHEMA",
     "SparkConfigError",
     "SparkDataLossError",
     "SparkWriteError",
     "foreach_batch_sink",
+    "kv_sink",
     "register",
     "write_dataframe",
 ]

@@ -1,7 +1,8 @@
 """The ``jetstream`` data source of PySpark: reads a stream (``spark.read`` and
 ``spark.readStream``, see ``_source``) and writes one (``df.write`` and
 ``df.writeStream``, see ``_writer``). ``register(spark)`` makes it known to a session,
-classic or Spark Connect."""
+classic or Spark Connect, with the ``jetstream-kv`` format (writes to a KeyValue bucket,
+see ``_kvwriter``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
 )
 
+from ._kvwriter import JetStreamKVDataSource
 from ._source import SCHEMA, BatchReader, StreamReader, _Options
 from ._writer import BatchWriter, StreamWriter, WriteOptions
 
@@ -50,6 +52,8 @@ class JetStreamDataSource(DataSource):
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``jetstream`` format (reader and writer) with ``spark``, a classic or
-    a Spark Connect session (once per session)."""
+    """Register the ``jetstream`` format (reader and writer) and the ``jetstream-kv``
+    format (writer) with ``spark``, a classic or a Spark Connect session (once per
+    session)."""
     spark.dataSource.register(JetStreamDataSource)
+    spark.dataSource.register(JetStreamKVDataSource)

@@ -32,6 +32,7 @@ __all__ = [
     "check_columns",
     "check_stream",
     "check_value_type",
+    "is_payload_type",
     "subject_matches",
     "write_batches",
 ]
@@ -359,12 +360,18 @@ def check_columns(target: Target, schema: StructType) -> None:
     check_value_type(target, schema)
 
 
+def is_payload_type(kind: str) -> bool:
+    """True for the Spark type names a payload column may have: binary and string (also
+    char and varchar)."""
+    return kind in ("binary", "string") or kind.startswith(("varchar", "char"))
+
+
 def check_value_type(target: Target, schema: StructType) -> None:
     col = target.value_col
     if col is None:
         return
     kind = schema[col].dataType.typeName()
-    if kind not in ("binary", "string") and not kind.startswith(("varchar", "char")):
+    if not is_payload_type(kind):
         raise SparkConfigError(
             f"value_col={col!r} is a {kind} column; the payload must be binary or string "
             f"(cast it, or value_col=None publishes each row as JSON)"
