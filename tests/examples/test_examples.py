@@ -189,7 +189,10 @@ CHECKS: dict[str, Callable[[str], None]] = {
 
 
 #: examples whose test lives elsewhere (they need more than a nats-server)
-TESTED_ELSEWHERE = {"spark_pipeline.py": ROOT / "tests" / "spark" / "test_pipeline_example.py"}
+TESTED_ELSEWHERE = {
+    "spark_pipeline.py": ROOT / "tests" / "spark" / "test_pipeline_example.py",
+    "spark_lag.py": ROOT / "tests" / "spark" / "test_lag_example.py",
+}
 
 
 def test_every_example_is_checked() -> None:

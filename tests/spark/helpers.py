@@ -4,6 +4,8 @@ stream back, writing input files."""
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +101,53 @@ def write_parquet(spark: Any, path: Path, n: int, files: int) -> None:
         .write.mode("overwrite")
         .parquet(str(path))
     )
+
+
+class Progress:
+    """Every query progress of a session, heard by a ``StreamingQueryListener`` (in a
+    Spark Connect session a query's ``recentProgress`` is gone once it has ended); use
+    as a context manager, which adds and removes the listener."""
+
+    def __init__(self, spark: Any) -> None:
+        from pyspark.sql.streaming.listener import StreamingQueryListener
+
+        self.spark = spark
+        self.seen: dict[str, list[dict[str, Any]]] = {}
+        self.ended: set[str] = set()
+        outer = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                p = json.loads(event.progress.json)
+                outer.seen.setdefault(p["id"], []).append(p)
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                outer.ended.add(str(event.id))
+
+        self.listener = Listener()
+
+    def __enter__(self) -> Progress:
+        self.spark.streams.addListener(self.listener)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.spark.streams.removeListener(self.listener)
+
+    def batches(self, query: Any) -> list[dict[str, Any]]:
+        """The progress of every batch of ``query`` that read rows, once the listener
+        has heard the query end (events come in order, the end last)."""
+        deadline = time.monotonic() + 60
+        while query.id not in self.ended:
+            assert time.monotonic() < deadline, "the listener never heard the query end"
+            time.sleep(0.1)
+        return [p for p in self.seen.get(query.id, []) if p["numInputRows"]]
+
+    def now(self, query: Any) -> list[dict[str, Any]]:
+        """The batches of a running ``query`` that read rows, heard so far."""
+        return [p for p in self.seen.get(query.id, []) if p["numInputRows"]]

@@ -15,7 +15,7 @@ import pytest
 
 import jetstream
 from jetstream.embedded import NatsServer
-from tests.spark.helpers import make_stream, publish
+from tests.spark.helpers import Progress, make_stream, publish
 
 
 def _read(spark: Any, url: str, stream: str, **options: str) -> Any:
@@ -28,20 +28,21 @@ def _read(spark: Any, url: str, stream: str, **options: str) -> Any:
 def _available_now(spark: Any, df: Any, out: Path, ckpt: Path) -> list[dict[str, Any]]:
     """Run ``df`` to parquet files with ``Trigger.AvailableNow`` until it stops by
     itself; the progress of every batch that read rows."""
-    q = (
-        df.writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert q.awaitTermination(240), "the availableNow query did not stop by itself"
-        if q.exception() is not None:
-            raise Exception(str(q.exception()))
-        return [p for p in q.recentProgress if p["numInputRows"]]
-    finally:
-        q.stop()
+    with Progress(spark) as progress:
+        q = (
+            df.writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            assert q.awaitTermination(240), "the availableNow query did not stop by itself"
+            if q.exception() is not None:
+                raise Exception(str(q.exception()))
+            return progress.batches(q)
+        finally:
+            q.stop()
 
 
 def _seqs(spark: Any, out: Path) -> list[int]:
@@ -69,18 +70,19 @@ def test_available_now_drains_in_bounded_batches_and_leaves_later_messages(
             marks.mkdir(exist_ok=True)
 
     df = _read(spark, url, "NOW", max_rows_per_batch="100")
-    q = (
-        df.writeStream.foreachBatch(write)
-        .option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert q.awaitTermination(240)
-        assert q.exception() is None
-        batches = [p for p in q.recentProgress if p["numInputRows"]]
-    finally:
-        q.stop()
+    with Progress(spark) as progress:
+        q = (
+            df.writeStream.foreachBatch(write)
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            assert q.awaitTermination(240)
+            assert q.exception() is None
+            batches = progress.batches(q)
+        finally:
+            q.stop()
     assert marks.exists()
     assert [p["numInputRows"] for p in batches] == [100, 100, 100, 100]
     assert _seqs(spark, out) == list(range(1, 401))
@@ -123,41 +125,41 @@ def test_read_limits_bytes_and_min_rows(
     assert _seqs(spark, tmp_path / "out") == list(range(1, 21))
 
     # at least 30 new rows a batch, or whatever there is after an hour: 20 wait
-    q = (
-        _read(spark, url, "LIM", min_rows_per_batch="30", max_trigger_delay="1h")
-        .writeStream.format("parquet")
-        .option("path", str(tmp_path / "out2"))
-        .option("checkpointLocation", str(tmp_path / "ckpt2"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
-    try:
-        time.sleep(4)
-        assert not [p for p in q.recentProgress if p["numInputRows"]]
-        publish(url, "lim.b", [b"x"] * 10)
-        deadline = time.monotonic() + 120
-        while not [p for p in q.recentProgress if p["numInputRows"]]:
-            assert time.monotonic() < deadline, "30 rows came and no batch read them"
-            time.sleep(0.2)
-        assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [30]
-    finally:
-        q.stop()
-    # a short delay lets a small batch through
-    q = (
-        _read(spark, url, "LIM", min_rows_per_batch="1000", max_trigger_delay="2s")
-        .writeStream.format("parquet")
-        .option("path", str(tmp_path / "out3"))
-        .option("checkpointLocation", str(tmp_path / "ckpt3"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while sum(p["numInputRows"] for p in q.recentProgress) < 30:
-            assert time.monotonic() < deadline, "max_trigger_delay passed and nothing read"
-            time.sleep(0.2)
-    finally:
-        q.stop()
+    def running(name: str, **options: str) -> Any:
+        return (
+            _read(spark, url, "LIM", **options)
+            .writeStream.format("parquet")
+            .option("path", str(tmp_path / name))
+            .option("checkpointLocation", str(tmp_path / f"{name}-ckpt"))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+
+    def rows(progress: Progress, q: Any) -> list[int]:
+        return [p["numInputRows"] for p in progress.now(q)]
+
+    with Progress(spark) as progress:
+        q = running("out2", min_rows_per_batch="30", max_trigger_delay="1h")
+        try:
+            time.sleep(4)
+            assert rows(progress, q) == []
+            publish(url, "lim.b", [b"x"] * 10)
+            deadline = time.monotonic() + 120
+            while not rows(progress, q):
+                assert time.monotonic() < deadline, "30 rows came and no batch read them"
+                time.sleep(0.2)
+            assert rows(progress, q) == [30]
+        finally:
+            q.stop()
+        # a short delay lets a small batch through
+        q = running("out3", min_rows_per_batch="1000", max_trigger_delay="2s")
+        try:
+            deadline = time.monotonic() + 120
+            while sum(rows(progress, q)) < 30:
+                assert time.monotonic() < deadline, "max_trigger_delay passed and nothing read"
+                time.sleep(0.2)
+        finally:
+            q.stop()
 
 
 def test_data_loss_fails_the_query_unless_told_otherwise(
