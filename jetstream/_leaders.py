@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .core.client import Client
     from .protocol.ops import Msg as MsgOp
 
-__all__ = ["NO_STREAM", "LeaderWatch", "SubjectStreams", "no_stream_error"]
+__all__ = ["ANY_STREAM", "NO_STREAM", "LeaderWatch", "SubjectStreams", "no_stream_error"]
 
 _PREFIX = "$JS.EVENT.ADVISORY."
 _CONSUMER = "CONSUMER.LEADER_ELECTED."
@@ -43,6 +43,10 @@ def consumer_key(stream: str, consumer: str) -> str:
 
 def stream_key(stream: str) -> str:
     return f"{_STREAM}{stream}"
+
+
+#: the key of every stream's elections ('*' is no stream name)
+ANY_STREAM = stream_key("*")
 
 
 class LeaderWatch:
@@ -65,7 +69,8 @@ class LeaderWatch:
         return info is not None and bool(info.cluster)
 
     def add(self, key: str, cb: Callable[[], None]) -> None:
-        """Call ``cb`` on each election of ``key`` (``consumer_key`` or ``stream_key``)."""
+        """Call ``cb`` on each election of ``key`` (``consumer_key``, ``stream_key`` or
+        ``ANY_STREAM``)."""
         self._listeners.setdefault(key, []).append(cb)
         if not self._sid:
             self._subscribe()
@@ -88,10 +93,16 @@ class LeaderWatch:
 
     def _deliver(self, op: MsgOp) -> None:
         self.received += 1
-        cbs = self._listeners.get(op.subject[len(_PREFIX) :])
+        key = op.subject[len(_PREFIX) :]
+        cbs = self._listeners.get(key)
         if cbs:
             for cb in list(cbs):
                 cb()
+        if key.startswith(_STREAM):
+            cbs = self._listeners.get(ANY_STREAM)
+            if cbs:
+                for cb in list(cbs):
+                    cb()
 
     async def _close(self) -> None:
         """Called by the client on close."""
@@ -135,8 +146,10 @@ class SubjectStreams:
     this runs before a publish got a 503: the hot path does not know of it.
 
     Listeners (``listen``) are called with True when the leader of the stream that stores
-    their subject is elected (publish now) and with False when the API said that no
-    stream stores it (give up now). They run on the read path: they must not raise.
+    their subject is elected (publish now; while that stream is not known, as when the
+    meta leader died with the stream's leader, on the election of any stream) and with
+    False when the API said that no stream stores it (give up now). They run on the
+    read path: they must not raise.
     """
 
     def __init__(
@@ -157,6 +170,7 @@ class SubjectStreams:
         self._linked: dict[str, str] = {}  # subject -> the stream whose elections it hears
         self._subjects: dict[str, set[str]] = {}  # stream -> its subjects with listeners
         self._relays: dict[str, Callable[[], None]] = {}  # stream -> its LeaderWatch callback
+        self._unlinked: set[str] = set()  # subjects with listeners, of a stream not known
         #: questions asked of the API; listeners called on an election
         self.lookups = 0
         self.woken = 0
@@ -203,11 +217,20 @@ class SubjectStreams:
 
     def listen(self, subject: str, cb: Callable[[bool], None]) -> None:
         """Call ``cb(True)`` on each election of the leader of the stream that stores
-        ``subject`` (once that stream is known), ``cb(False)`` if none does."""
-        self._listeners.setdefault(subject, []).append(cb)
+        ``subject`` (of any stream while that one is not known), ``cb(False)`` if no
+        stream stores it."""
+        cbs = self._listeners.get(subject)
+        if cbs is not None:
+            cbs.append(cb)
+            return
+        self._listeners[subject] = [cb]
         hit = self._known.get(subject)
         if hit is not None and hit[1] != NO_STREAM:
             self._link(subject, hit[1])
+        else:
+            if not self._unlinked:
+                self._watch.add(ANY_STREAM, self._elected_any)
+            self._unlinked.add(subject)
 
     def unlisten(self, subject: str, cb: Callable[[bool], None]) -> None:
         cbs = self._listeners.get(subject)
@@ -223,8 +246,7 @@ class SubjectStreams:
         old = self._linked.get(subject)
         if old == stream:
             return
-        if old is not None:
-            self._unlink(subject)
+        self._unlink(subject)
         self._linked[subject] = stream
         subjects = self._subjects.get(stream)
         if subjects is None:
@@ -238,6 +260,10 @@ class SubjectStreams:
         subjects.add(subject)
 
     def _unlink(self, subject: str) -> None:
+        if subject in self._unlinked:
+            self._unlinked.discard(subject)
+            if not self._unlinked:
+                self._watch.remove(ANY_STREAM, self._elected_any)
         stream = self._linked.pop(subject, None)
         if stream is None:
             return
@@ -248,7 +274,13 @@ class SubjectStreams:
             self._watch.remove(stream_key(stream), self._relays.pop(stream))
 
     def _elected(self, stream: str) -> None:
-        for subject in list(self._subjects.get(stream, ())):
+        self._wake(self._subjects.get(stream, ()))
+
+    def _elected_any(self) -> None:
+        self._wake(self._unlinked)
+
+    def _wake(self, subjects: set[str] | tuple[()]) -> None:
+        for subject in list(subjects):
             for cb in list(self._listeners.get(subject, ())):
                 self.woken += 1
                 cb(True)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["RETRY_BASE", "RETRY_CAP", "attempt_timeout", "retry_delay"]
+__all__ = ["ATTEMPT_CAP", "RETRY_BASE", "RETRY_CAP", "attempt_timeout", "retry_delay"]
 
 RETRY_BASE = 0.05
 RETRY_CAP = 1.0
+ATTEMPT_CAP = 2.0
 
 
 def retry_delay(attempt: int, base: float = RETRY_BASE, cap: float = RETRY_CAP) -> float:
@@ -26,6 +27,8 @@ def retry_delay(attempt: int, base: float = RETRY_BASE, cap: float = RETRY_CAP) 
 def attempt_timeout(total: float) -> float:
     """How long one attempt of a call with a ``total`` deadline waits for its answer
     when a lost answer may be asked again (a publish with a message id): a third of
-    the whole, at least 1 s, so that a request dropped during an election is sent
-    again well before the deadline."""
-    return min(total, max(1.0, total / 3))
+    the whole, from 1 s up to ``ATTEMPT_CAP``. A request taken by a leader that then
+    died (kill -9) is never answered: sent again within 2 s, it meets the election
+    (no responders, 4 - 9 s after such a kill) and is sent once more as soon as the
+    new leader is announced, rather than only when a long deadline's third ran out."""
+    return min(total, max(1.0, min(total / 3, ATTEMPT_CAP)))
