@@ -12,6 +12,10 @@ feeds are cut into runs of MSG ops by a vectorised bulk parser (``_frames.py``),
 Python object is made per row, and the stream sequences and times come out of the ack
 subjects of a whole run at once (``_columns.py``).
 
+Under ``Trigger.AvailableNow`` the stream's end is fixed when the query starts and read
+in as many micro-batches as the limits allow (``_plan.plan``); every progress reports the
+stream's end seen when planning (``reportLatestOffset``), so the lag can be watched.
+
 Options (Spark lowercases option names, so they are written in snake_case):
 
     servers              NATS URL(s), comma-separated (required)
@@ -21,6 +25,11 @@ Options (Spark lowercases option names, so they are written in snake_case):
     start_time           ISO 8601 time: start at the first message stored at or after it
     end_seq              last sequence to read, inclusive (batch reads only)
     max_rows_per_batch   at most this many sequences per micro-batch
+    max_bytes_per_batch  at most this many bytes per micro-batch (``_plan.stored_size``)
+    min_rows_per_batch   wait for at least this many new sequences before a batch ...
+    max_trigger_delay    ... but no longer than this (default 15m)
+    fail_on_data_loss    true (default): messages removed before the query read them fail
+                         it (``SparkDataLossError``); false: skipped with a warning
     partitions           ranges per batch, read side by side (default 1: one reader, as a
                          stream is one ordered log, like a Kafka topic partition; more
                          split a large read over executors with cores to spare)
