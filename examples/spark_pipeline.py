@@ -1,4 +1,5 @@
-"""JetStream -> Spark -> JetStream: per-minute spend per user, exactly once.
+"""JetStream -> Spark -> JetStream: per-minute spend per user, exactly once, and each
+user's spend in a KeyValue bucket for applications to read.
 
 A stream ``ORDERS`` holds JSON orders (``{"user": ..., "amount": ..., "ts": ...}``).
 A Structured Streaming query reads it with the ``jetstream`` source, parses the JSON,
@@ -7,6 +8,12 @@ the stream ``TOTALS`` exactly once: through the foreachBatch sink, or with ``--w
 through the ``jetstream`` writer (``writeStream.format("jetstream")``). Either names each
 message after the query, the batch and the row's position, so a batch written again
 after a restart is stored once.
+
+A second query sums the same orders per user and puts each user's spend under the user's
+name in the KeyValue bucket ``SPEND``: through ``kv_sink`` (``update`` mode: the users
+whose spend changed), or with ``--writer`` through the ``jetstream-kv`` format
+(``complete`` mode). An application reads a user's spend with ``kv.get`` and follows it
+with ``kv.watch``.
 
 Run it with ``make spark-demo`` (an embedded nats-server and local Spark), or against a
 server of your own: ``NATS_URL=nats://host:4222 python examples/spark_pipeline.py``. The
@@ -48,6 +55,11 @@ async def setup(url: str) -> dict[tuple[str, str], int]:
             await js.create_stream(
                 StreamConfig(name=name, subjects=subjects, duplicate_window=600.0)
             )
+        try:
+            await js.delete_key_value("SPEND")
+        except jetstream.errors.BucketNotFoundError:
+            pass
+        await js.create_key_value(bucket="SPEND")
         expected: dict[tuple[str, str], int] = {}
         rng = random.Random(7)
         start = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
@@ -76,10 +88,46 @@ async def final_totals(url: str) -> dict[tuple[str, str], int]:
     return out
 
 
+def spend_of(totals: dict[tuple[str, str], int]) -> dict[str, int]:
+    """Each user's spend: the sum of the user's per-minute totals."""
+    spend: dict[str, int] = {}
+    for (_, user), total in totals.items():
+        spend[user] = spend.get(user, 0) + total
+    return spend
+
+
+async def read_spend(url: str) -> dict[str, int]:
+    """What an application does with the bucket: read a user's spend by key."""
+    # --8<-- [start:get]
+    async with jetstream.connect(url) as nc:
+        kv = await nc.jetstream().key_value("SPEND")
+        spend = {user: int((await kv.get(user)).value) for user in USERS}
+    # --8<-- [end:get]
+    return spend
+
+
+async def watch_spend(url: str) -> dict[str, int]:
+    """Every user's spend through a watch: the current values, then (in a service that
+    keeps watching) each change as the query puts it."""
+    # --8<-- [start:watch]
+    spend: dict[str, int] = {}
+    async with jetstream.connect(url) as nc:
+        kv = await nc.jetstream().key_value("SPEND")
+        async with kv.watch() as w:
+            async for entry in w:
+                if entry is None:  # every current value was delivered; changes follow
+                    break
+                spend[entry.key] = int(entry.value)
+    # --8<-- [end:watch]
+    return spend
+
+
 def run_query(spark: Any, url: str, checkpoint: str, writer: bool = False) -> None:
+    """The per-minute totals to the stream TOTALS, then each user's spend to the bucket
+    SPEND (two queries, one after the other, with checkpoints under ``checkpoint``)."""
     from pyspark.sql import functions as F
 
-    from jetstream.spark import foreach_batch_sink, register
+    from jetstream.spark import foreach_batch_sink, kv_sink, register
 
     # --8<-- [start:source]
     register(spark)
@@ -115,7 +163,7 @@ def run_query(spark: Any, url: str, checkpoint: str, writer: bool = False) -> No
             .option("subject", "totals.minute")
             .option("stream", "TOTALS")
             .option("value_col", "")  # each row as JSON
-            .option("checkpointLocation", checkpoint)
+            .option("checkpointLocation", f"{checkpoint}/totals")
             .start()
         )
         # --8<-- [end:writer]
@@ -125,10 +173,40 @@ def run_query(spark: Any, url: str, checkpoint: str, writer: bool = False) -> No
         query = (
             totals.writeStream.outputMode("update")
             .foreachBatch(sink)
-            .option("checkpointLocation", checkpoint)
+            .option("checkpointLocation", f"{checkpoint}/totals")
             .start()
         )
         # --8<-- [end:sink]
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    # --8<-- [start:spend]
+    spend = orders.groupBy("user").agg(F.sum("amount").cast("string").alias("spend"))
+    # --8<-- [end:spend]
+    if writer:
+        # --8<-- [start:kv-writer]
+        query = (
+            spend.writeStream.outputMode("complete")  # every user's spend, each batch
+            .format("jetstream-kv")
+            .option("servers", url)
+            .option("bucket", "SPEND")
+            .option("key_col", "user")
+            .option("value_col", "spend")
+            .option("checkpointLocation", f"{checkpoint}/spend")
+            .start()
+        )
+        # --8<-- [end:kv-writer]
+    else:
+        # --8<-- [start:kv-sink]
+        spend_sink = kv_sink(url, bucket="SPEND", key_col="user", value_col="spend")
+        query = (
+            spend.writeStream.outputMode("update")  # the users whose spend changed
+            .foreachBatch(spend_sink)
+            .option("checkpointLocation", f"{checkpoint}/spend")
+            .start()
+        )
+        # --8<-- [end:kv-sink]
     try:
         query.processAllAvailable()
     finally:
@@ -172,7 +250,14 @@ def demo(spark: Any, url: str, writer: bool = False) -> bool:
         print(f"{window:>8} {cells}")
     print(f"grand total: {sum(totals.values())}")
     print("matches the orders:", "yes" if totals == expected else "NO")
-    return totals == expected
+    spend = asyncio.run(read_spend(url))
+    print("spend per user (kv.get from the SPEND bucket):")
+    print(" ".join(f"{u}={spend[u]}" for u in USERS))
+    watched = asyncio.run(watch_spend(url))
+    ok = totals == expected and spend == watched == spend_of(expected)
+    print("matches the orders:", "yes" if spend == spend_of(expected) else "NO")
+    print("kv.watch agrees:", "yes" if watched == spend else "NO")
+    return ok
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,7 @@
 """examples/spark_pipeline.py (``make spark-demo``), run on the shared Spark sessions: its
-foreachBatch sink in the classic session, its ``jetstream`` writer through Spark Connect
-(tests/spark/test_cluster.py runs the other two pairs on a cluster)."""
+foreachBatch sinks (the stream's and the KeyValue one) in the classic session, its
+``jetstream`` and ``jetstream-kv`` writers through Spark Connect (tests/spark/test_cluster.py
+runs the other two pairs on a cluster)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,8 @@ def test_pipeline_totals_match_the_orders(
     totals = asyncio.run(example.final_totals(url))
     assert totals == expected
     assert sum(totals.values()) > 0 and len({w for w, _ in totals}) == 3
+    # each user's spend, in the bucket: read by key and through a watch
+    spend = example.spend_of(expected)
+    assert set(spend) == set(example.USERS)
+    assert asyncio.run(example.read_spend(url)) == spend
+    assert asyncio.run(example.watch_spend(url)) == spend
