@@ -185,7 +185,7 @@ class SubjectStreams:
         if self._asking is None and not self._nc.is_closed:
             self._asking = subject
             self.lookups += 1
-            self._nc._spawn(self._lookup(subject))
+            self._nc.spawn(self._lookup(subject))
         return None
 
     def forget(self) -> None:

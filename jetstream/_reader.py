@@ -33,7 +33,7 @@ def report_to(nc: Client, error_cb: ErrorCallback | None, exc: BaseException) ->
     try:
         res = error_cb(exc)
         if inspect.isawaitable(res):
-            nc._spawn(res)
+            nc.spawn(res)
     except Exception as cb_exc:
         nc._report_error(cb_exc)
 

@@ -2,7 +2,7 @@
 
 A ``RunStream`` is a ``MessageStream`` whose buffer holds runs of messages
 (``protocol.ops.MsgRun``) rather than a ``JsMsg`` each: what a bulk parser took from
-a feed in one piece (``Client._use_bulk_parse``), or, where none did, the parser's ops
+a feed in one piece (``Client.use_bulk_parse``), or, where none did, the parser's ops
 of a feed (``OpsRun``). Its reader takes a number of messages at once
 (``_take_run(n)``), the last run split where the number ends; nothing is made per
 message. Pull accounting, heartbeats, statuses and resets are the ``MessageStream``'s.

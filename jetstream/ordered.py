@@ -94,14 +94,18 @@ class OrderedConsumer(OrderedBase):
         max_messages: int = 500,
         expires: float = 30.0,
         heartbeat: float | None = None,
+        runs: bool = False,
     ) -> OrderedStream:
         """Every message in order: ``async with oc.messages() as it: async for m in it``.
 
         ``heartbeat`` (default: half of ``expires``, at most 5 s) is the idle heartbeat
         of its pulls: a consumer lost without a word (no election heard, no reconnect)
-        is noticed after two missed ones and made again."""
+        is noticed after two missed ones and made again. ``runs``: read in bulk with
+        ``take_runs`` (pull consumers; see ``Client.use_bulk_parse``), no message object
+        made."""
         hb = heartbeat if heartbeat is not None else min(expires / 2, 5.0)
-        return OrderedStream(self, PullOptions(batch=max_messages, expires=expires, heartbeat=hb))
+        opts = PullOptions(batch=max_messages, expires=expires, heartbeat=hb)
+        return OrderedStream(self, opts, runs=runs)
 
     async def next(self, timeout: float = 30.0) -> JsMsg:
         """The next message in order.
@@ -269,6 +273,10 @@ class OrderedStream(MessageReader):
         if self._ok or self._check():
             return self._next_ok()
         return None
+
+    #: public: ``msg = it.take_nowait() or await anext(it)`` reads what is buffered
+    #: without making a coroutine a message
+    take_nowait = _take
 
     async def __anext__(self) -> JsMsg:
         # The common case without a coroutine of the inner stream: a message buffered

@@ -226,13 +226,13 @@ class _ClientBase:
         self._emit(EventKind.DISCONNECTED, cause)
         self._fire(self._opts.disconnected_cb)
         if self._state is _State.DRAINING:
-            self._spawn(self._shutdown(None))
+            self.spawn(self._shutdown(None))
             return
         if self._opts.allow_reconnect:
             self._state = _State.RECONNECTING
             self._reconnect_task = self._loop.create_task(self._reconnect_loop())
         else:
-            self._spawn(self._shutdown(None))
+            self.spawn(self._shutdown(None))
 
     def _pick(self) -> tuple[Server | None, float]:
         o = self._opts
@@ -360,10 +360,14 @@ class _ClientBase:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_cb)
 
-    def _use_bulk_parse(self, bulk: BulkParse | None) -> None:
-        """Parse this client's feeds with ``bulk`` first (``Parser.bulk``): now, and on
-        every connection after a reconnect. For a connection read in bulk (a Spark
-        source's), whose subscriptions take runs of messages whole (``_deliver_run``)."""
+    def use_bulk_parse(self, bulk: BulkParse | None) -> None:
+        """Parse this client's feeds with ``bulk`` first (``Parser.bulk``, a
+        ``protocol.ops.BulkParse``): now, and on every connection after a reconnect.
+
+        For a connection read in bulk (the Spark source's): where ``bulk`` cuts a run of
+        MSG ops out of a feed, the run goes whole to its subscription, read with
+        ``OrderedStream.take_runs`` (``ordered_consumer().messages(runs=True)``). None
+        goes back to the parser's own ops."""
         self._bulk_parse = bulk
         conn = self._conn
         if conn is not None:
@@ -416,7 +420,10 @@ class _ClientBase:
     def _fire(self, cb: Callback | None, *args: Any) -> None:
         self._runner.fire(cb, *args)
 
-    def _spawn(self, aw: Awaitable[Any]) -> None:
+    def spawn(self, aw: Awaitable[Any]) -> None:
+        """Run ``aw`` in the background on this client's loop, for clean-up that must not
+        be awaited where it starts (a cancelled task cannot await). Its errors are
+        logged; ``close()`` waits for it (a few seconds at most)."""
         self._runner.spawn(aw)
 
     def _emit(self, kind: EventKind, detail: Any) -> None:

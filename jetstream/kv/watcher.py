@@ -159,7 +159,7 @@ class KeyWatcher:
         pre_len = len(self._pre)
         while True:
             # a buffered, in-order message without a coroutine of the ordered stream
-            msg = it._take()
+            msg = it.take_nowait()
             if msg is None:
                 msg = await it.__anext__()
             # The ack subject, read once: ...<sseq>.<cseq>.<timestamp ns>.<pending>

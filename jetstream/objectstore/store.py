@@ -261,7 +261,7 @@ class ObjectStore:
             await self._publish_info(info, timeout)
         except asyncio.CancelledError:
             if chunks:  # no awaiting in a cancelled task: clean up in the background
-                self._js.client._spawn(self._abandon(subject, list(window)))
+                self._js.client.spawn(self._abandon(subject, list(window)))
             raise
         except BaseException:
             if chunks:

@@ -67,7 +67,6 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from .._pull import PullOptions
 from ..api import DeliverPolicy
 from ..errors import JetStreamError, NatsError, StreamNotFoundError
 from ..ordered import OrderedStream
@@ -235,7 +234,7 @@ class _RangeReader:
         o = self.opts
         self.nc = nc = await o.conn.connect()
         # the consumer's messages come in runs cut out of each feed at once
-        nc._use_bulk_parse(column_run)
+        nc.use_bulk_parse(column_run)
         js = o.conn.jetstream(nc)
         try:
             stream = await js.stream(o.stream)
@@ -259,26 +258,15 @@ class _RangeReader:
             self.done = True
             return
         batch = min(_PULL_BATCH, self.end - self.first)
-        # the idle heartbeat of OrderedConsumer.messages(expires=5.0)
-        pull = PullOptions(batch=batch, expires=5.0, heartbeat=2.5)
-        self.it = it = OrderedStream(oc, pull, runs=True)
+        self.it = it = oc.messages(max_messages=batch, expires=5.0, runs=True)
         await it.__aenter__()
 
     def _check_range(self, state: StreamState) -> bool:
-        """The range against the stream as the task finds it (limits or a purge may
-        have removed the head of the range since the batch was planned; the stream
-        may have been made again): data loss is reported (``lost_range``). False when
-        nothing of the range is left to read."""
+        """The range against the stream as the task finds it: limits or a purge may
+        have removed the head of the range since the batch was planned, which is data
+        loss (``lost_range``). False when nothing of the range is left to read. (A
+        stream made again is found by the next batch's planning.)"""
         first, end, fail = self.first, self.end, self.opts.limits.fail_on_data_loss
-        if state.last_seq + 1 < end:
-            lost_range(
-                self.opts.stream,
-                f"its last sequence is {state.last_seq}, below {end - 1} where this batch "
-                f"reads up to: the stream was deleted and made again, and sequences "
-                f"{first}-{end - 1} of it were lost",
-                fail,
-            )
-            return False
         if state.first_seq > first:
             lost_range(
                 self.opts.stream,

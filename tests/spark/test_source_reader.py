@@ -216,7 +216,7 @@ def test_a_gap_inside_a_run_cuts_it_there_and_the_read_goes_on_after_it(
 
     async def read() -> tuple[list[int], int]:
         async with jetstream.connect(url) as nc:
-            nc._use_bulk_parse(frame_run)
+            nc.use_bulk_parse(frame_run)
             oc = await (await nc.jetstream().stream("GAP")).ordered_consumer()
             seqs: list[int] = []
             opts = PullOptions(batch=40, expires=5.0, heartbeat=2.5)
@@ -251,3 +251,30 @@ def test_a_gap_inside_a_run_cuts_it_there_and_the_read_goes_on_after_it(
     seqs, resets = asyncio.run(read())
     assert seqs == list(range(1, 201))
     assert resets == 1
+
+
+def test_a_task_finds_the_head_of_its_range_removed(
+    nats_server: NatsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Between planning and reading, the stream's limits removed the head of a range:
+    the task fails with SparkDataLossError, or with fail_on_data_loss=false logs the
+    gap and reads the rest."""
+    from jetstream.spark import SparkDataLossError
+
+    url = nats_server.url
+    make_stream(url, "HEAD", ["head.*"], max_msgs=50)
+    publish(url, "head.a", [b"%d" % i for i in range(80)])  # 31..80 kept
+    opts = _Options.parse({"servers": url, "stream": "HEAD"})
+    with pytest.raises(SparkDataLossError, match="sequences 21-30 were removed"):
+        list(read_batches(opts, 21, 41))
+    skip = _Options.parse({"servers": url, "stream": "HEAD", "fail_on_data_loss": "false"})
+    with caplog.at_level("WARNING", logger="jetstream.spark"):
+        rows = list(_read_range(skip, 21, 41))
+        assert list(read_batches(skip, 1, 21)) == []
+    assert [r[3] for r in rows] == list(range(31, 41))
+    assert [r.getMessage().split(";")[0] for r in caplog.records] == [
+        "stream 'HEAD': sequences 21-30 were removed (limits or a purge) before this query "
+        "read them",
+        "stream 'HEAD': sequences 1-20 were removed (limits or a purge) before this query "
+        "read them",
+    ]
