@@ -14,7 +14,7 @@ Run: ``python examples/confirmed_ack.py`` (server at ``$NATS_URL``, default
 from __future__ import annotations
 
 import jetstream
-from jetstream._demo import confirmed_ack
+from jetstream.demo import confirmed_ack
 
 STREAM = "EVENTS_data"
 

@@ -83,8 +83,8 @@ def run_demo() -> int:
     """Start an embedded server and run the seed's confirmed-ack example on it."""
     import asyncio
 
-    from .._demo import confirmed_ack
     from ..client import connect
+    from ..demo import confirmed_ack
 
     async def demo(url: str) -> None:
         async with connect(url) as nc:

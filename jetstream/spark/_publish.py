@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..errors import BadHeaderError, NatsError, StreamNotFoundError
-from ..errors import TimeoutError as NatsTimeoutError
 from ..protocol.headers import NATS_MSG_ID, Headers, encode_headers, parse_headers
 from ._common import ConnectSpec, SparkConfigError, SparkWriteError
 
@@ -246,33 +245,23 @@ class _PartitionWriter:
                 msg_id = f"{self.prefix}:{start + i}"
             if hcols:
                 headers = {h: str(col[i]) for h, col in hcols if col[i] is not None} or None
-                hdr = encode_headers(
-                    self.js._publish_headers(headers, msg_id, None, None, None, None, None)
-                )
+                hdr = encode_headers(self.js.msg_id_headers(headers, msg_id))
             else:
                 if not msg_id or not msg_id.isprintable():
                     _check_id(msg_id)
                 hdr = _ID_HDR % msg_id.encode()
             append((subject, data, hdr, msg_id))
         # the window itself, many rows a call: a row needs no future of its own
-        pub = self.js._publisher
-        sent = 0
-        while True:
-            sent = pub.try_publish_rows(rows, sent, self)
-            if sent == n:
-                break
-            await pub._wait_room(pub.timeout)
-            await self.js.client._wait_writable()
+        await self.js.publish_rows(rows, self)
         self.index = start + n
 
     async def finish(self) -> None:
-        pub = self.js._publisher
-        if pub.pending:
+        if self.js.publish_async_pending:
             try:
                 # every publish resolves within its timeout (the window's sweep)
-                await pub.wait_all(self.js.timeout * 2 + 5)
+                await self.js.publish_async_complete(self.js.timeout * 2 + 5)
             except NatsError:
-                pub._on_loss(NatsTimeoutError("no PubAck"))
+                self.js.publish_async_abandon("no PubAck")
         # rows whose publish failed (a cut connection, a leader election): once more each,
         # with the same id, through the publish that retries and waits for its ack
         still: list[tuple[str, BaseException]] = []

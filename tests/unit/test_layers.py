@@ -20,7 +20,7 @@ The layers, bottom to top (a module may import its own layer and those below):
                   of the layers below
     integrations  spark/
     testing       testing/ (and the embedded alias): local nats-server processes
-    cli           cli/, __main__, _demo
+    cli           cli/, __main__, demo
 
 Besides: no import cycle anywhere in the package, and no module over 600 lines.
 """
@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("facade", ("jetstream", "jetstream.client")),
     ("integrations", ("jetstream.spark",)),
     ("testing", ("jetstream.testing", "jetstream.embedded")),
-    ("cli", ("jetstream.cli", "jetstream.__main__", "jetstream._demo")),
+    ("cli", ("jetstream.cli", "jetstream.__main__", "jetstream.demo")),
 )
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 
