@@ -25,7 +25,10 @@ Then Spark's ``rate`` source, which offers a fixed number of rows a second (``--
 the rows per second each got through, so whether the sink keeps up with Spark alone
 at that rate.
 
-Run: ``.venv/bin/python -m benchmarks.bench_spark [--only source,writer,sink]
+KeyValue sink (``--only kv``): ``kv_sink`` and the ``jetstream-kv`` format putting
+``--keys`` keys against ``kv.put`` from this process (see ``benchmarks/_spark_kv.py``).
+
+Run: ``.venv/bin/python -m benchmarks.bench_spark [--only source,writer,sink,kv]
 [--messages N] [--rows N] [--repeat R] [--cpu]`` (default one million rows, 2 rounds). The three
 take turns, round after round, and the best run of each counts; the first round also
 starts Spark's Python workers, which later rounds reuse. Every run checks that the stream
@@ -47,6 +50,7 @@ from typing import Any
 
 import jetstream
 from benchmarks._report import Measurement, arg_parser, proc_cpu, report
+from benchmarks._spark_kv import bench_kv_sink, report_kv_sink
 from jetstream import StreamConfig
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
@@ -509,12 +513,13 @@ def _rate(ms: list[Measurement], impl: str) -> float:
 def main() -> None:
     parser = arg_parser("PySpark source, writer and foreachBatch sink throughput")
     parser.add_argument(
-        "--only", default="source,writer,sink", help="which of source, writer, sink to run"
+        "--only", default="source,writer,sink,kv", help="which of source, writer, sink, kv to run"
     )
     parser.add_argument(
         "--messages", type=int, default=400_000, help="messages read by source, written by writer"
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows through the sink")
+    parser.add_argument("--keys", type=int, default=100_000, help="keys put by the kv runs")
     parser.add_argument(
         "--rate", type=int, default=100_000, help="rows/s of the rate-source run (0: none)"
     )
@@ -536,6 +541,7 @@ def main() -> None:
     source: list[Measurement] = []
     writer: list[Measurement] = []
     sink: list[Measurement] = []
+    kv: list[Measurement] = []
     try:
         with NatsServer() as server:
             url = server.url
@@ -546,6 +552,8 @@ def main() -> None:
                 writer = bench_writer(spark, url, args.messages, max(args.repeat, 3))
             if "sink" in only:
                 sink = bench_sink(spark, url, args, tmp)
+            if "kv" in only:
+                kv = bench_kv_sink(spark, url, args.keys, max(args.repeat, 3))
     finally:
         spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -584,6 +592,8 @@ def main() -> None:
         print(
             f"jetstream sink / spark alone: {ours.ops_per_s / alone.ops_per_s:.2f}x of Spark's rate"
         )
+    if kv:
+        report_kv_sink(kv, args.json)
 
 
 if __name__ == "__main__":
