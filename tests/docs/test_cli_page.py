@@ -1,7 +1,15 @@
-"""docs/cli.md: every ``$ jetstream ...`` line of its console blocks, run in order against an
-embedded server; each must exit 0, and the output lines the page shows under a command
-must appear in what it printed (``...`` in a shown line stands for text that varies; the
-pieces around it must appear in order on one line)."""
+"""Console sessions of the docs: docs/cli.md and the README's quick start.
+
+A session is a ```console block: ``$ jetstream ...`` (or ``$ .venv/bin/jetstream ...``)
+lines, each followed by output lines the page shows. ``run_command`` runs one as
+``python -m jetstream ...``: it must exit 0, and every output line shown under it must
+appear in what it printed (``...`` in a shown line stands for text that varies; the pieces
+around it must appear in order on one line). Other commands (``python -m jetstream
+server``, which runs until Ctrl-C) are shown, not run.
+
+The sessions run in ``tests/docs/test_sequence.py``, in the order of the site, against
+one server, twice.
+"""
 
 from __future__ import annotations
 
@@ -12,47 +20,60 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jetstream.embedded import NatsServer
-
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "cli.md"
+#: how a command of the CLI is spelt in a session (the installed script, or its path in .venv)
+PROGRAMS = ("jetstream", ".venv/bin/jetstream")
 
 
-def _sessions() -> list[tuple[str, list[str]]]:
-    """(command line, output lines shown under it) for each ``$ jetstream`` line."""
+def console_sessions(text: str) -> list[tuple[str, list[str]]]:
+    """(command line, output lines shown under it) for each CLI command of the
+    ```console blocks of ``text``."""
     out: list[tuple[str, list[str]]] = []
     in_console = False
-    for line in PAGE.read_text().splitlines():
+    for line in text.splitlines():
         if line.startswith("```"):
             in_console = line.strip() == "```console"
             continue
         if not in_console:
             continue
         if line.startswith("$ "):
-            command = line[2:]
-            out.append((command, []))
+            out.append((line[2:], []))
         elif out and line.strip():
             out[-1][1].append(line)
-    return [(c, shown) for c, shown in out if c.startswith("jetstream ")]
+    return [(c, shown) for c, shown in out if c.split(" ", 1)[0] in PROGRAMS]
+
+
+def run_command(command: str, shown: list[str], url: str) -> None:
+    """Run one command of a session against ``url``; check its exit status and output."""
+    env = {**os.environ, "NATS_URL": url, "JETSTREAM_CLI_PLAIN": "1"}
+    argv = [sys.executable, "-m", "jetstream", *shlex.split(command)[1:]]
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    printed = done.stdout + done.stderr
+    assert done.returncode == 0, f"$ {command}\n{printed}"
+    for line in shown:
+        pieces = [piece.strip() for piece in line.split("...")]
+        assert re.search(r"\S", pieces[0]), f"$ {command}: an empty shown line"
+        # every fixed piece, in order, on one printed line
+        pattern = ".*?".join(re.escape(piece) for piece in pieces if piece)
+        assert re.search(pattern, printed), f"$ {command}: {line!r} not in\n{printed}"
 
 
 def test_the_page_has_sessions() -> None:
-    commands = [c for c, _ in _sessions()]
+    commands = [c for c, _ in console_sessions(PAGE.read_text())]
     assert len(commands) >= 20
     verbs = {c.split()[1] for c in commands}
     assert {"stream", "pub", "consumer", "kv", "obj", "bench"} <= verbs
 
 
-def test_every_command_of_the_page_runs(module_nats_server: NatsServer) -> None:
-    env = {**os.environ, "NATS_URL": module_nats_server.url, "JETSTREAM_CLI_PLAIN": "1"}
-    for command, shown in _sessions():
-        argv = [sys.executable, "-m", "jetstream", *shlex.split(command)[1:]]
-        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-        printed = done.stdout + done.stderr
-        assert done.returncode == 0, f"$ {command}\n{printed}"
-        for line in shown:
-            pieces = [piece.strip() for piece in line.split("...")]
-            assert re.search(r"\S", pieces[0]), f"$ {command}: an empty shown line"
-            # every fixed piece, in order, on one printed line
-            pattern = ".*?".join(re.escape(piece) for piece in pieces if piece)
-            assert re.search(pattern, printed), f"$ {command}: {line!r} not in\n{printed}"
+def test_the_readme_quick_start_is_a_session() -> None:
+    commands = [c for c, _ in console_sessions((ROOT / "README.md").read_text())]
+    assert commands[0].startswith(".venv/bin/jetstream stream add ")
+    assert any(" consumer next " in c for c in commands)
+    # it removes what it made, so that it runs again as it is
+    assert commands[-1].startswith(".venv/bin/jetstream stream rm ")
+
+
+def test_a_server_is_shown_not_run() -> None:
+    text = "```console\n$ python -m jetstream server\nlistening\n$ jetstream stream ls\n```\n"
+    assert console_sessions(text) == [("jetstream stream ls", [])]

@@ -1,4 +1,4 @@
-"""Every ```python block of docs/**/*.md, run against an embedded nats-server.
+"""Every ```python block of docs/**/*.md: the convention, and how a block is run.
 
 The convention of the code blocks in the docs (checked here; a block that breaks it
 fails its page's test):
@@ -8,10 +8,13 @@ fails its page's test):
   belongs in ``examples/``, where ``tests/examples`` runs it).
 - The blocks of one page run in order, in one namespace: a page is one session, so a
   later block uses the ``nc`` or ``js`` an earlier block made. Pages read the server URL
-  with ``os.environ.get("NATS_URL", "nats://127.0.0.1:4222")``; this test sets
+  with ``os.environ.get("NATS_URL", "nats://127.0.0.1:4222")``; the test sets
   ``NATS_URL`` to its server.
-- Every page starts on a server without streams (and so without buckets): the test
-  deletes them all first. Clients the page left open are closed after it.
+- The pages run in the order of the site, after the README's samples, all on one server
+  and then all again (``tests/docs/test_sequence.py`` runs them; nothing is deleted in
+  between): a page makes streams and buckets of names no other page uses, publishes with
+  message ids of its own, and deletes what it made at its end. Clients the page left
+  open are closed after it.
 - A block followed by a ```text block titled "Output" (```` ```text title="Output" ````)
   must print exactly that text.
 - A block made only of snippet lines (``--8<-- "examples/<name>.py"``) shows an example
@@ -24,8 +27,9 @@ fails its page's test):
   are refused, so no sample escapes by its tag. A block that is not code meant to run
   (the shape of an API, say) is preceded by ``<!-- docs-test: skip REASON -->``, with a
   reason; keep these rare.
-- Shell blocks (``sh``, ``console``) are not run, but the example scripts and benchmark
-  modules they name must exist.
+- Shell blocks (``sh``, ``console``) are not run as such, but the example scripts and
+  benchmark modules they name must exist; the ``jetstream`` command lines of a
+  ```console session are run with their output checked (``tests/docs/test_cli_page.py``).
 """
 
 from __future__ import annotations
@@ -36,16 +40,11 @@ import contextlib
 import io
 import re
 import textwrap
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
-import jetstream
-from jetstream import Client
-from jetstream.embedded import NatsServer
 from tests.examples.test_examples import CHECKS as EXAMPLE_CHECKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -248,55 +247,7 @@ async def run_block(block: Block, namespace: dict[str, object]) -> str:
     return out.getvalue()
 
 
-# ------------------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture(scope="module")
-def server(module_nats_server: NatsServer) -> Iterator[NatsServer]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NATS_URL", module_nats_server.url)
-        yield module_nats_server
-
-
-@pytest_asyncio.fixture
-async def clean_server(server: NatsServer) -> AsyncIterator[NatsServer]:
-    """The shared server with every stream (and bucket) deleted."""
-    async with jetstream.connect(server.url) as nc:
-        js = nc.jetstream()
-        names = [name async for name in js.stream_names()]
-        for name in names:
-            await js.delete_stream(name)
-    yield server
-
-
 # ------------------------------------------------------------------------------ the pages
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize("path", _pages(), ids=lambda p: str(p.relative_to(DOCS)))
-async def test_page(path: Path, clean_server: NatsServer) -> None:
-    """Run the python blocks of one page in order and compare their Output blocks."""
-    _, blocks = _page_blocks(path)
-    namespace: dict[str, object] = {"__name__": "__docs__"}
-    ran = 0
-    try:
-        async with asyncio.timeout(PAGE_TIMEOUT):
-            for block in blocks:
-                if block.lang != "python" or block.skip_reason or block.snippets:
-                    continue
-                printed = await run_block(block, namespace)
-                ran += 1
-                if block.output is not None:
-                    assert printed.rstrip() == block.output.rstrip(), (
-                        f"{block.where}: printed\n{printed}\ninstead of the page's Output\n"
-                        f"{block.output}"
-                    )
-    finally:
-        for value in list(namespace.values()):
-            if isinstance(value, Client):
-                await value.close()
-    runnable = [b for b in blocks if b.lang == "python" and not b.skip_reason]
-    assert ran == len([b for b in runnable if not b.snippets])
 
 
 def test_the_docs_have_code_and_it_is_all_checked() -> None:

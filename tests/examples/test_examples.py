@@ -218,8 +218,27 @@ def test_example_cleans_up_and_runs_again(module_nats_server: NatsServer) -> Non
     assert run_example("kv_watch.py", url=module_nats_server.url) == first
 
 
+def _shown_table(page: str) -> list[str]:
+    """The lines of the ```text block of ``docs/<page>`` that shows the confirmed-ack table."""
+    blocks = re.findall(r"^```text\n(.*?)^```$", (ROOT / "docs" / page).read_text(), re.M | re.S)
+    (block,) = [b for b in blocks if "Consumer 1" in b]
+    return str(block).splitlines()
+
+
+def _same_run(shown: list[str], printed: list[str]) -> None:
+    """A run prints what a page shows: the same first line but for the version and the
+    port, then the same table, where the line after consumer 1's plain ack() may read 0
+    or 1 (the pages say why) and every other line is exactly as shown."""
+    head = r"\d+".join(re.escape(piece) for piece in re.split(r"\d+", shown[0]))
+    assert re.fullmatch(head, printed[0]), (shown[0], printed[0])
+    assert printed[1] == shown[1] == ""
+    assert _table(printed[2:]) == _table(shown[2:])
+
+
 def test_confirmed_ack_prints_the_table_of_make_demo() -> None:
-    """``make demo`` runs ``python -m jetstream demo``: the same table, from the same code."""
+    """``make demo`` runs ``python -m jetstream demo``: the same table, from the same code,
+    and each is what its page shows (the getting-started page ``make demo``'s, the acks
+    page the example's)."""
     demo = subprocess.run(
         [sys.executable, "-m", "jetstream", "demo"],
         cwd=ROOT,
@@ -232,3 +251,5 @@ def test_confirmed_ack_prints_the_table_of_make_demo() -> None:
     assert demo_lines[1] == ""
     example = run_example("confirmed_ack.py", "--embedded", url=NOWHERE)
     assert _table(example.splitlines()[2:]) == _table(demo_lines[2:])
+    _same_run(_shown_table("getting-started.md"), demo_lines)
+    _same_run(_shown_table("jetstream/acks.md"), example.splitlines())
