@@ -234,8 +234,12 @@ class _Puts:
 
     async def send(self, key: str, value: bytes | None) -> None:
         kv = self.kv
-        fut = await (kv.delete_async(key) if value is None else kv.put_async(key, value))
         self.sent += 1
+        try:
+            fut = await (kv.delete_async(key) if value is None else kv.put_async(key, value))
+        except NatsError as exc:  # not sent (a closed connection, no room in time)
+            self.failed.append((key, value, exc))
+            return
         inflight = self.inflight
         inflight.append((key, value, fut))
         while inflight and inflight[0][2].done():

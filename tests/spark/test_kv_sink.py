@@ -19,7 +19,9 @@ from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
 from jetstream.errors import BucketNotFoundError, KeyDeletedError
 from jetstream.kv import KeyValueEntry
-from jetstream.spark import SparkConfigError, kv_sink
+from jetstream.spark import ConnectSpec, SparkConfigError, kv_sink
+from jetstream.spark._kv import new_kv_target, put_partition
+from tests.faults.proxy import FaultProxy
 from tests.spark.helpers import make_stream, publish
 
 
@@ -272,6 +274,41 @@ def test_bad_options_name_the_option_and_send_nothing(
             finally:
                 q.stop()
     assert revisions(url, "KVOPTS") == 0
+
+
+def test_puts_cut_off_by_a_lost_connection_are_sent_again(module_nats_server: NatsServer) -> None:
+    """A task's connection is lost with puts in flight (their answers held back first, so
+    some are surely unanswered): once reconnected, each is put again and the partition
+    ends with every key holding its value."""
+    url = module_nats_server.url
+    make_bucket(url, "KVCUT")
+    n = 5000
+    latest: dict[str, bytes | None] = {f"k.{i}": str(i).encode() for i in range(n)}
+
+    async def go() -> Any:
+        async with FaultProxy(module_nats_server.port) as proxy:
+            proxy.latency = 0.01
+            conn = ConnectSpec.make(proxy.url, reconnect_time_wait=0.1)
+            target = new_kv_target(
+                conn, bucket="KVCUT", key_col="key", value_col="value", max_pending=50, retries=5
+            )
+            task = asyncio.create_task(put_partition(target, latest, 7))
+            async with jetstream.connect(url) as nc:
+                kv = await nc.jetstream().key_value("KVCUT")
+                while (await kv.status()).values < n // 5:
+                    assert not task.done()
+                    await asyncio.sleep(0.01)
+            proxy.blackhole = True  # the puts in flight get no answer...
+            await asyncio.sleep(0.3)
+            assert not task.done()
+            proxy.cut()  # ...and their connection is lost
+            proxy.blackhole = False
+            return await asyncio.wait_for(task, 60)
+
+    res = asyncio.run(go())
+    assert (res.partition, res.puts, res.deletes) == (7, n, 0)
+    assert res.retried > 0
+    assert values(url, "KVCUT") == latest
 
 
 USERS = [f"u{i:02}" for i in range(12)]
