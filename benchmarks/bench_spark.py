@@ -1,11 +1,10 @@
 """PySpark benchmarks: the ``jetstream`` source and writer beside the plain client doing the
 same in one process, then the foreachBatch sink.
 
-Source: a batch read (``spark.read.format("jetstream")`` into ``noop``) of a stream of N
-messages of 100 bytes (``--messages``, 400,000 by default) against a plain ordered consumer
-reading the same stream in this process; also the source reading two ranges side by side
-(``partitions=2``), and Spark alone moving the same rows from an in-memory Python data
-source into ``noop`` (Spark's own share of the read).
+Source (``benchmarks/_spark_source.py``): a batch read of a stream of N messages of 100
+bytes (``--messages``, 400,000 by default) against a plain ordered consumer reading the
+same stream in this process; also two ranges side by side, an ``availableNow`` streaming
+run in four micro-batches, and Spark alone; held to the median over interleaved rounds.
 Writer: ``df.write.format("jetstream")`` of N rows of 100 bytes (a job id: one message id
 per row) against ``publish_async`` of the same messages, with message ids, from this
 process. They take turns, round after round (``--repeat``), and the best run of each
@@ -40,269 +39,27 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import jetstream
-from benchmarks._report import Measurement, arg_parser, proc_cpu, report
+from benchmarks._report import Measurement, arg_parser, report
 from benchmarks._spark_kv import bench_kv_sink, report_kv_sink
-from jetstream import StreamConfig
-from jetstream.api import StorageType
+from benchmarks._spark_source import (
+    ROW_BYTES,
+    STREAM,
+    SUBJECT,
+    WRITE_STREAM,
+    bench_source,
+    fresh_stream,
+    report_source,
+    spark_session,
+    stored,
+)
 from jetstream.embedded import NatsServer
-
-SUBJECT = "bench.sink"
-STREAM = "BENCH_SINK"
-ROW_BYTES = 100
-READ_STREAM = "BENCH_READ"
-WRITE_STREAM = "BENCH_WRITE"
-
-
-def spark_session() -> Any:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    s = (
-        SparkSession.builder.master("local[2]")
-        .appName("jetstream-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    s.sparkContext.setLogLevel("ERROR")
-    return s
-
-
-def fresh_stream(url: str, name: str = STREAM, subject: str = SUBJECT) -> None:
-    async def go() -> None:
-        async with jetstream.connect(url) as nc:
-            js = nc.jetstream()
-            try:
-                await js.delete_stream(name)
-            except jetstream.errors.StreamNotFoundError:
-                pass
-            await js.create_stream(
-                StreamConfig(
-                    name=name,
-                    subjects=[subject],
-                    storage=StorageType.MEMORY,
-                    duplicate_window=300.0,
-                )
-            )
-
-    asyncio.run(go())
-
-
-def stored(url: str, name: str = STREAM) -> int:
-    async def go() -> int:
-        async with jetstream.connect(url) as nc:
-            info = await (await nc.jetstream().stream(name)).info()
-            return info.state.messages
-
-    return asyncio.run(go())
-
-
-# -- the source: a batch read against a plain ordered consumer ---------------------------
-
-
-def fill_read_stream(url: str, n: int) -> None:
-    fresh_stream(url, READ_STREAM, "bench.read")
-
-    async def go() -> None:
-        async with jetstream.connect(url) as nc:
-            js = nc.jetstream()
-            payload = b"r" * ROW_BYTES
-            for _ in range(n):
-                await js.publish_async("bench.read", payload)
-            await js.publish_async_complete(timeout=120)
-
-    asyncio.run(go())
-
-
-def plain_read(url: str, n: int) -> float:
-    """Seconds for one ordered consumer in this process to read the ``n`` messages."""
-
-    async def go() -> float:
-        async with jetstream.connect(url) as nc:
-            stream = await nc.jetstream().stream(READ_STREAM)
-            t0 = time.perf_counter()
-            oc = await stream.ordered_consumer()
-            got = 0
-            async with oc.messages(max_messages=5000) as it:
-                async for _ in it:
-                    got += 1
-                    if got == n:
-                        break
-            seconds = time.perf_counter() - t0
-            await oc.delete()
-            return seconds
-
-    return asyncio.run(go())
-
-
-def spark_read(spark: Any, url: str, partitions: int = 0) -> float:
-    """Seconds for ``spark.read.format("jetstream")`` to read the stream into ``noop``
-    (in ``partitions`` ranges side by side; 0: the source's default, one)."""
-    reader = spark.read.format("jetstream").option("servers", url).option("stream", READ_STREAM)
-    if partitions:
-        reader = reader.option("partitions", str(partitions))
-    t0 = time.perf_counter()
-    (reader.load().write.format("noop").mode("overwrite").save())
-    return time.perf_counter() - t0
-
-
-class MemoryRows:
-    """``spark.read.format("jetstream_bench_memory")``: the rows of ``read 400k``, made in
-    memory (one Arrow batch, built once per partition and handed over again and again):
-    what Spark alone costs to move them from a Python data source into ``noop``, the
-    part of the source's read that is Spark's own (its JVM, its Python workers' Arrow
-    stream), with nothing read from NATS."""
-
-    @staticmethod
-    def source(n: int) -> type[Any]:
-        from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-
-        from jetstream.spark import SCHEMA
-
-        class Reader(DataSourceReader):
-            def partitions(self) -> list[InputPartition]:
-                half = n // 2
-                return [InputPartition(half), InputPartition(n - half)]
-
-            def read(self, partition: InputPartition) -> Any:
-                import numpy as np
-                import pyarrow as pa
-
-                from jetstream.spark._columns import ARROW_SCHEMA, HEADERS_TYPE, strings
-
-                rows: int = partition.value  # type: ignore[attr-defined]
-                k = min(16384, rows)
-                batch = pa.RecordBatch.from_arrays(
-                    [
-                        strings(["bench.read"] * k),
-                        pa.array([b"r" * ROW_BYTES] * k, pa.binary()),
-                        pa.nulls(k, HEADERS_TYPE),
-                        pa.array(np.arange(k, dtype=np.int64)),
-                        pa.array(np.full(k, 1_700_000_000_000_000, np.int64)).cast(
-                            pa.timestamp("us", tz="UTC")
-                        ),
-                    ],
-                    schema=ARROW_SCHEMA,
-                )
-                while rows:
-                    yield batch.slice(0, min(k, rows))
-                    rows -= min(k, rows)
-
-        class Memory(DataSource):
-            @classmethod
-            def name(cls) -> str:
-                return "jetstream_bench_memory"
-
-            def schema(self) -> str:
-                return SCHEMA
-
-            def reader(self, schema: Any) -> Reader:
-                return Reader()
-
-        return Memory
-
-
-def memory_read(spark: Any) -> float:
-    """Seconds for Spark to read the in-memory rows (``MemoryRows``) into ``noop``."""
-    t0 = time.perf_counter()
-    spark.read.format("jetstream_bench_memory").load().write.format("noop").mode("overwrite").save()
-    return time.perf_counter() - t0
-
-
-def _descendants(pid: int) -> list[int]:
-    """The processes under ``pid`` (Linux ``/proc``): Spark's JVM and its Python workers."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _cpu_by_part(server_pid: int) -> dict[str, float]:
-    """CPU seconds so far of the server, this process, Spark's JVM and its Python workers
-    (workers that ended meanwhile are not counted: Spark keeps its workers for reuse)."""
-    parts = {"server": proc_cpu(server_pid), "this process": sum(os.times()[:2])}
-    for pid in _descendants(os.getpid()):
-        if pid == server_pid:
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        kind = "jvm" if b"java" in cmd else "python workers" if b"python" in cmd else None
-        if kind is not None:
-            parts[kind] = parts.get(kind, 0.0) + proc_cpu(pid)
-    return parts
-
-
-def bench_source(
-    spark: Any, url: str, n: int, repeat: int, server_pid: int = 0
-) -> list[Measurement]:
-    fill_read_stream(url, n)
-    count = (
-        spark.read.format("jetstream")
-        .option("servers", url)
-        .option("stream", READ_STREAM)
-        .load()
-        .count()
-    )
-    assert count == n, f"the source read {count} rows, not {n}"
-    from pyspark import cloudpickle
-
-    # its classes go to the Python workers by value (this module may not be importable there)
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    spark.dataSource.register(MemoryRows.source(n))
-    assert spark.read.format("jetstream_bench_memory").load().count() == n
-    runs = {
-        "plain consumer": lambda: plain_read(url, n),
-        "spark source": lambda: spark_read(spark, url),
-        "spark source, 2 ranges": lambda: spark_read(spark, url, 2),
-        "spark alone": lambda: memory_read(spark),
-    }
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(max(1, repeat)):
-        for impl, run in runs.items():
-            gc.collect()
-            cpu0 = _cpu_by_part(server_pid) if server_pid else {}
-            seconds = run()
-            print(f"read {n:,} x {ROW_BYTES} B, {impl}: {n / seconds:,.0f} rows/s", flush=True)
-            if server_pid:
-                cpu1 = _cpu_by_part(server_pid)
-                used = ", ".join(
-                    f"{k} {(v - cpu0.get(k, 0.0)) / n * 1e6:.2f}" for k, v in cpu1.items()
-                )
-                print(f"  CPU us a message: {used}", file=sys.stderr, flush=True)
-            best[impl] = min(best[impl], seconds)
-    return [
-        Measurement(f"read {n // 1000}k x 100 B", impl, sec, n, n * ROW_BYTES)
-        for impl, sec in best.items()
-    ]
-
 
 # -- the writer: a batch write against publish_async from one process ---------------------
 
@@ -539,6 +296,7 @@ def main() -> None:
     register(spark)
     tmp = Path(tempfile.mkdtemp(prefix="bench-spark-"))
     source: list[Measurement] = []
+    ratios: dict[str, float] = {}
     writer: list[Measurement] = []
     sink: list[Measurement] = []
     kv: list[Measurement] = []
@@ -547,7 +305,7 @@ def main() -> None:
             url = server.url
             if "source" in only:
                 pid = (server.pid or 0) if args.cpu else 0
-                source = bench_source(spark, url, args.messages, max(args.repeat, 3), pid)
+                source, ratios = bench_source(spark, url, args.messages, max(args.repeat, 3), pid)
             if "writer" in only:
                 writer = bench_writer(spark, url, args.messages, max(args.repeat, 3))
             if "sink" in only:
@@ -558,21 +316,7 @@ def main() -> None:
         spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     if source:
-        report(
-            [m for m in source if m.impl in ("spark source", "plain consumer")],
-            title="PySpark source: batch read against a plain ordered consumer (rows/s)",
-            json_output=args.json,
-            ours="spark source",
-            baseline="plain consumer",
-        )
-        plain = _rate(source, "plain consumer")
-        two = _rate(source, "spark source, 2 ranges")
-        alone = _rate(source, "spark alone")
-        print(f"spark source, 2 ranges side by side: {two:,.0f} rows/s, {two / plain:.2f}x")
-        print(
-            f"spark alone (the same rows from memory, no NATS): {alone:,.0f} rows/s; "
-            f"the source reads at {_rate(source, 'spark source') / alone:.2f}x of it"
-        )
+        report_source(source, ratios, args.json)
     if writer:
         report(
             writer,

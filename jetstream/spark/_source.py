@@ -46,6 +46,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as _dt
+import queue
+import threading
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -104,6 +106,8 @@ _FIRST_CHUNK = 1000
 _MAX_CHUNK = 16384
 # messages asked for per pull (at most the range's length)
 _PULL_BATCH = 16384
+# Arrow batches read ahead of the Spark task (see read_batches)
+_AHEAD = 2
 # a reader's consumer is deleted when it finishes; this is for a task that dies first
 _INACTIVE = 30.0
 
@@ -362,25 +366,59 @@ class _RangeReader:
 
 
 def read_batches(opts: _Options, first: int, end: int) -> Generator[pa.RecordBatch, None, None]:
-    """Yield the messages of ``[first, end)`` as Arrow batches; runs inside a Spark task
-    on its own event loop, stepped one batch at a time, so memory stays within a batch."""
-    loop = asyncio.new_event_loop()
-    reader = _RangeReader(opts, first, end)
-    try:
-        loop.run_until_complete(reader.open())
-        while True:
-            batch = loop.run_until_complete(reader.chunk())
-            if batch is None:
-                break
-            if batch.num_rows:
-                yield batch
-            if reader.done:
-                break
-    finally:
+    """Yield the messages of ``[first, end)`` as Arrow batches, inside a Spark task.
+
+    The range is read on an event loop of its own in a thread beside the task's, a few
+    batches ahead (``_AHEAD``): while Spark sends one batch on to its JVM, the next is
+    read off the socket and built, instead of the connection standing still between
+    batches. Memory stays within those few batches."""
+    ahead: queue.Queue[pa.RecordBatch | BaseException | None] = queue.Queue(_AHEAD)
+    stop = threading.Event()
+
+    def put(item: pa.RecordBatch | BaseException | None) -> bool:
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        loop = asyncio.new_event_loop()
+        reader = _RangeReader(opts, first, end)
         try:
-            loop.run_until_complete(reader.close())
+            loop.run_until_complete(reader.open())
+            while not stop.is_set():
+                batch = loop.run_until_complete(reader.chunk())
+                if batch is None:
+                    break
+                if batch.num_rows and not put(batch):
+                    return
+                if reader.done:
+                    break
+            put(None)
+        except BaseException as exc:
+            put(exc)
         finally:
-            loop.close()
+            try:
+                loop.run_until_complete(reader.close())
+            finally:
+                loop.close()
+
+    thread = threading.Thread(target=work, name=f"jetstream-read-{first}", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ahead.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join(opts.conn.timeout + 5)
 
 
 def _read_range(opts: _Options, first: int, end: int) -> Iterator[tuple[Any, ...]]:
