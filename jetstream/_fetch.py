@@ -3,16 +3,25 @@
 A ``_Fetch`` is a ``_PullBase`` (``_pull.py``) that pulls until its batch is
 complete or its ``expires`` passes, asking again within that deadline when a pull is
 lost (a 503 while the consumer elects a leader, a reconnect, missed heartbeats).
+
+A pull written while the client was disconnected goes out with the reconnect buffer:
+the reconnect does not make it lost. A pull asked again may still be alive all the
+same (a reconnect to another node, a new consumer leader): a fetch returns at most its
+batch, and what its requests deliver past that, or after it returned, timed out or was
+cancelled, is handed to another fetch of the consumer or given back with a nak
+(``_stranded.py``), never left to the consumer's ``ack_wait``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 
 from ._context import ConsumerHandle
 from ._leaders import consumer_key
 from ._pull import PullOptions, _PullBase
 from ._retry import retry_delay
+from ._stranded import LINGER_MARGIN, done_waiting, give_back, wait_on
 from .api import ConsumerInfo
 from .errors import (
     ConsumerNotFoundError,
@@ -52,21 +61,63 @@ class _Fetch(_PullBase):
         self._bytes = 0
         self._via = via
         self._recover = recover
+        #: the batch (or max_bytes) is complete: what comes now is for nobody
+        self._full = False
+        #: pull requests made that may still deliver; the messages they asked for, and
+        #: those their statuses said they will no longer deliver (``received``: came)
+        self._live = 0
+        self._asked = 0
+        self._ended = 0
+        #: when the last request made ends on the server (loop time), and how long it lives
+        self._expiry = 0.0
+        self._life = 0.0
+        #: the last request waits in the reconnect buffer (made while disconnected)
+        self._buffered = False
 
     def _took(self, n: int) -> None:
-        if len(self._buf) >= self._opts.batch:
+        buf = self._buf
+        extra = len(buf) - self._opts.batch
+        if extra >= 0:
+            if extra:
+                strays = [buf.pop() for _ in range(extra)]
+                for msg in reversed(strays):
+                    self._stray(msg, 0)
+            self._full = True
             self._end(None)
 
     def _on_msg(self, msg: JsMsg, size: int) -> None:
+        if self._full:
+            self._stray(msg, size)
+            return
         self._buf.append(msg)
         self._bytes += size
         o = self._opts
         if len(self._buf) >= o.batch or (o.max_bytes is not None and self._bytes >= o.max_bytes):
+            self._full = True
             self._end(None)
+
+    def _stray(self, msg: JsMsg, size: int) -> None:
+        """A message past the batch: for another fetch, or given back."""
+        if self._acks:
+            give_back(self._consumer, msg, size)
+
+    def _take_handed(self, msg: JsMsg, size: int) -> bool:
+        """Take a message of this consumer that came for a pull nobody waits for, if
+        there is room (not with a priority group: those pulls have their own rules)."""
+        if self._full or self._closed or self._opts.group is not None:
+            return False
+        o = self._opts
+        if o.max_bytes is not None and self._bytes + size > o.max_bytes:
+            return False
+        self._on_msg(msg, size)
+        return True
 
     def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
         if status == 100:
             return
+        # Every other status ends one request.
+        self._live = max(self._live - 1, 0)
+        self._ended += msgs
         low = desc.lower()
         if status == 409 and ("leadership change" in low or "server shutdown" in low):
             # The request is gone with the old leader (or server): a durable fetch pulls
@@ -105,7 +156,12 @@ class _Fetch(_PullBase):
         self._again(_PULL_AGAIN)
 
     def _on_reconnect(self) -> None:
-        if self._recover:
+        if self._recover and self._buffered:
+            # The request went out with the reconnect buffer, on this connection: it is
+            # not lost, and lives from now.
+            self._buffered = False
+            self._expiry = max(self._expiry, self._loop.time() + self._life)
+        elif self._recover:
             self._again(_PULL_AGAIN)
         else:
             c = self._consumer
@@ -130,13 +186,21 @@ class _Fetch(_PullBase):
 
     def _send_pull(self, expires: float) -> None:
         o = self._opts
+        nc = self._nc
         if self._via is not None:
+            batch = o.batch
             self._ack_next(self._via)
             self._via = None
-            return
-        batch = o.batch - len(self._buf)
-        nbytes = None if o.max_bytes is None else o.max_bytes - self._bytes
-        self._pull(batch, nbytes, expires)
+        else:
+            batch = o.batch - len(self._buf)
+            nbytes = None if o.max_bytes is None else o.max_bytes - self._bytes
+            self._pull(batch, nbytes, expires)
+        self._live += 1
+        self._asked += batch
+        self._life = 0.0 if o.no_wait else expires
+        self._expiry = max(self._expiry, self._loop.time() + self._life)
+        # written at once (``now``), unless it waits in the buffer for a connection
+        self._buffered = bool(nc._wbuf)
 
     async def run(self) -> list[JsMsg]:
         o = self._opts
@@ -150,6 +214,9 @@ class _Fetch(_PullBase):
         if self._recover and leaders.active:
             key = consumer_key(self._consumer.stream_name, self._consumer.name)
             leaders.add(key, self._on_leader)
+        if self._acks:
+            wait_on(self._consumer, self)
+        returned = cancelled = False
         try:
             self._send_pull(o.expires)
             self._arm_heartbeat()
@@ -164,7 +231,7 @@ class _Fetch(_PullBase):
                     if not self._buf or not isinstance(self._done.exception(), NoHeartbeatError):
                         raise
                     break
-                if why in (_ENDED, _GAVE_UP):
+                if why in (_ENDED, _GAVE_UP) or self._full:
                     break
                 tries += 1
                 if why == _NO_LEADER:
@@ -175,7 +242,11 @@ class _Fetch(_PullBase):
                 self._done = loop.create_future()
                 self._seen = True
                 self._send_pull(max(left, 0.01))
+            returned = True
             return list(self._buf)
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
         finally:
             if give_up is not None:
                 give_up.cancel()
@@ -183,11 +254,30 @@ class _Fetch(_PullBase):
                 nc._reconnect_hooks.remove(self._on_reconnect)
             if key:
                 leaders.remove(key, self._on_leader)
-            self._finish(None)
+            self._leave(returned, cancelled)
             if self._done.done() and not self._done.cancelled():
                 self._done.exception()  # retrieved
             else:
                 self._done.cancel()
+
+    def _leave(self, returned: bool, cancelled: bool) -> None:
+        """End: unsubscribe, unless the requests made may still deliver (a consumer that
+        needs acks): then the inbox lingers until they have, or, for a cancelled fetch,
+        is cut (``_stranded.Leftover``). What was received and not returned (cancelled,
+        or an error raised) is given back."""
+        if self._acks:
+            done_waiting(self._consumer, self)
+        owed = self._asked - self.received - self._ended
+        left = self._leftover(owed, self._live)
+        if left is not None:
+            if cancelled:
+                left.cut()
+            else:
+                left.linger(self._expiry + LINGER_MARGIN)
+        if not returned and self._acks:
+            buf, self._buf = self._buf, deque()
+            for msg in buf:
+                give_back(self._consumer, msg, msg._size)
 
     async def _wait_for_leader(self, tries: int, end: float) -> None:
         """After a 503: a consumer that does not exist ends the fetch with

@@ -20,7 +20,8 @@ threshold it pulls ``batch - outstanding - buffered`` more, so memory stays
 bounded by one batch however slow the reader is. A reset (a missed heartbeat, a
 reconnect, a leader change) pulls again on a fresh inbox; the old inbox stays
 subscribed while its requests may live, and what they still deliver is kept
-without counting against the new requests.
+without counting against the new requests. When the stream stops, what is buffered
+and what its requests still deliver is given back at once (``_stranded.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ._context import ConsumerHandle
 from ._leaders import consumer_key
 from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs, take_first
+from ._stranded import Leftover, give_back, needs_acks, wire_size
 from .api import PullRequest, encode, encode_pull
 from .errors import (
     ConsumerDeletedError,
@@ -89,11 +91,6 @@ class PullOptions:
                 raise ValueError("heartbeat must be at most half of expires")
 
 
-def _wire_size(op: MsgOp) -> int:
-    """What a delivered message counts against a pull's ``max_bytes``."""
-    return len(op.subject) + len(op.reply or "") + len(op.payload) + (len(op.hdr) if op.hdr else 0)
-
-
 class _PullBase:
     """An inbox subscription that receives what pull requests deliver."""
 
@@ -119,6 +116,8 @@ class _PullBase:
         self._closed = False
         self._error: BaseException | None = None
         self._track_bytes = opts.max_bytes is not None
+        #: what the consumer delivers is redelivered unless acked: none may be stranded
+        self._acks = needs_acks(consumer)
 
     def _subscribe(self) -> None:
         nc = self._nc
@@ -170,7 +169,7 @@ class _PullBase:
         body = b"+NXT " + encode_pull(o.batch, o.expires, o.heartbeat)
         # an ack subject the server gave us: written as it is, as the plain acks are
         pre = b"PUB %b " % msg.reply.encode()
-        self._nc._publish_to_reply(msg.reply, body, self.subject.encode(), None, pre=pre)
+        self._nc._publish_to_reply(msg.reply, body, self.subject.encode(), None, True, pre)
         msg._acked = True
 
     def _deliver(self, op: MsgOp) -> None:
@@ -181,7 +180,7 @@ class _PullBase:
             if self._opts.group is not None and op.hdr and b"Nats-Pin-Id" in op.hdr:
                 c = self._consumer
                 c._pin_id = msg.headers.get(PIN_ID_HEADER) or c._pin_id
-            self._on_msg(msg, _wire_size(op) if self._track_bytes else 0)
+            self._on_msg(msg, wire_size(op) if self._track_bytes else 0)
         else:
             _, desc, headers = parse_headers(op.hdr or b"NATS/1.0\r\n\r\n")
             try:
@@ -277,6 +276,18 @@ class _PullBase:
             self._error = error
         self._stop_heartbeat()
         self._unsubscribe()
+
+    def _leftover(self, owed: int | None, live: int | None) -> Leftover | None:
+        """End, handing the inbox over to a ``Leftover`` that gives back what the requests
+        still deliver (None: nothing can come or needs giving back; ended by ``_finish``)."""
+        nc = self._nc
+        gone = live == 0 or (owed is not None and owed <= 0) or nc.is_closed
+        if gone or self._closed or not self._acks or nc._subs.get(self._sid) is not self:
+            self._finish(None)
+            return None
+        self._closed = True
+        self._stop_heartbeat()
+        return Leftover(self._consumer, nc, self.subject, self._sid, owed, live)
 
 
 # What ends one round of a fetch besides its messages (the result of ``_Fetch._done``).
@@ -444,13 +455,18 @@ class MessageStream(_PullBase, MessageReader):
         self._sid = nc._new_sid()
         self._subscribe()
 
-    def _drop_retired(self, sid: int) -> None:
+    def _drop_retired(self, sid: int, cut: bool = False) -> None:
+        """Unsubscribe a retired inbox; with ``cut`` (the stream stops), through a
+        ``Leftover`` that gives back what its requests still deliver."""
         late = self._retired.pop(sid, None)
         if late is not None:
             if late.timer is not None:
                 late.timer.cancel()
             nc = self._nc
             if nc._subs.get(sid) is late:
+                if cut:
+                    Leftover(self._consumer, nc, late.subject, sid, None, None).cut()
+                    return
                 nc._forget_sub(sid)
                 nc._send_unsub(sid, None)
 
@@ -465,7 +481,7 @@ class MessageStream(_PullBase, MessageReader):
         if self._closed:
             return
         self.received += 1
-        self._keep(self._message(op), _wire_size(op) if self._track_bytes else 0)
+        self._keep(self._message(op), wire_size(op) if self._track_bytes else 0)
 
     def _message(self, op: MsgOp) -> Any:
         """What the buffer keeps of a plain message ``op``."""
@@ -511,15 +527,31 @@ class MessageStream(_PullBase, MessageReader):
         self._cancel_retry()
         c = self._consumer
         c._js._leaders.remove(consumer_key(c.stream_name, c.name), self._on_leader)
-        for sid in list(self._retired):
-            self._drop_retired(sid)
+        # Stopped or drained (not failed, not closed with the client): what the requests
+        # still deliver is given back, not left to ack_wait.
         nc = self._nc
+        cut = error is None and self._acks and not self._closed and not nc.is_closed
+        for sid in list(self._retired):
+            self._drop_retired(sid, cut)
         if self._on_loss in nc._loss_hooks:
             nc._loss_hooks.remove(self._on_loss)
         if self._on_reconnect in nc._reconnect_hooks:
             nc._reconnect_hooks.remove(self._on_reconnect)
+        if cut and self._out_msgs > 0:
+            left = self._leftover(self._out_msgs, None)
+            if left is not None:
+                left.cut()
         super()._finish(error)
         self._wake()
+
+    def stop(self) -> None:
+        """Stop now: unsubscribe; what is buffered is given back at once (a nak, for a
+        consumer that needs acks), as is what the pull requests still deliver."""
+        if self._acks and not self._nc.is_closed:
+            c = self._consumer
+            for msg in self._buf:
+                give_back(c, msg, msg._size)
+        super().stop()
 
     # -- the reader side -----------------------------------------------------------------
 

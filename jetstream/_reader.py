@@ -133,7 +133,8 @@ class MessageReader:
         report_to(self._nc, self._error_cb, exc)
 
     def stop(self) -> None:
-        """Stop now: unsubscribe and drop what is buffered (redelivered after ack_wait)."""
+        """Stop now: unsubscribe and drop what is buffered (a pull consumer gives it back
+        at once with a nak; a push consumer's comes again after ack_wait)."""
         self._buf.clear()
         self._finish(None)
 
@@ -213,7 +214,8 @@ class ConsumeContext:
         return self._task.done()
 
     def stop(self) -> None:
-        """Stop consuming now; messages not yet handled are redelivered after ack_wait."""
+        """Stop consuming now; messages not yet handled are given back (see ``stop`` of
+        the iterator)."""
         self._stream.stop()
 
     async def drain(self) -> None:

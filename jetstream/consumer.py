@@ -110,6 +110,13 @@ class Consumer:
         ``group`` and the ``min_*``/``priority`` options are for consumers with
         priority groups.
 
+        Never more than ``batch`` comes back. For a consumer that needs acks, what the
+        requests deliver past that, or after the call returned, timed out or was
+        cancelled (a request asked again may still be alive), is handed to a fetch of
+        this same ``Consumer`` that waits, or else given back at once with a nak, not
+        left to ``ack_wait`` (counted in ``Client.stats``: ``stranded_handed``,
+        ``stranded_naks``); so are the messages a cancelled fetch had received.
+
         Raises:
             ConsumerDeletedError: the consumer was deleted meanwhile.
             ConsumerNotFoundError: there is no such consumer.
@@ -189,7 +196,8 @@ class Consumer:
         (default half of ``expires``, at most 30). Missed heartbeats and reconnects lead
         to a fresh pull and are reported to ``error_cb`` (default: the client's error
         callback), never to the iterator; a deleted consumer ends it with
-        ``ConsumerDeletedError``.
+        ``ConsumerDeletedError``. ``stop()`` (and leaving ``async with``) gives what is
+        buffered back at once with a nak, as it does what the pulls still deliver.
         """
         if self.is_push:
             from ._push import PushStream

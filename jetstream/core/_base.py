@@ -35,7 +35,7 @@ from ._connection import (
     denied_subscription,
     open_connection,
 )
-from ._events import CallbackRunner, ConnectionEvent, EventKind, EventStream
+from ._events import CallbackRunner, ConnectionEvent, EventKind, EventStream, Statistics
 from ._mux import RequestMux
 from ._options import Callback, _Options
 from ._servers import Server, ServerPool
@@ -111,6 +111,9 @@ class _ClientBase:
         self._out_msgs = 0
         self._out_bytes = 0
         self._reconnects = 0
+        #: counted by the JetStream pulls (``Statistics.stranded_naks``/``_handed``)
+        self._stranded_naks = 0
+        self._stranded_handed = 0
         #: the largest payload the fast publish path takes: max_payload while
         #: connected, -1 while not (then every publish checks the reconnect buffer)
         self._fast_limit = -1
@@ -118,6 +121,17 @@ class _ClientBase:
         self._msg_type = Msg.for_client(self)  # type: ignore[arg-type]
         #: the bulk parser of this client's connections (``use_bulk_parse``)
         self._bulk_parse: BulkParse | None = None
+
+    def _statistics(self) -> Statistics:
+        return Statistics(
+            self._in_msgs,
+            self._out_msgs,
+            self._in_bytes,
+            self._out_bytes,
+            self._reconnects,
+            self._stranded_naks,
+            self._stranded_handed,
+        )
 
     @property
     def is_connected(self) -> bool:

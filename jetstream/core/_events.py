@@ -37,13 +37,24 @@ class ConnectionEvent:
 
 @dataclass
 class Statistics:
-    """Counters of one client, across reconnects."""
+    """Counters of one client, across reconnects.
+
+    ``stranded_naks`` and ``stranded_handed`` count the messages a JetStream consumer
+    delivered for a pull that nobody waited for any more (a fetch or ``next()`` that had
+    returned, timed out or was cancelled, a ``messages()`` iterator that was stopped, a
+    pull left from before a reconnect): given back at once with a nak, or handed to a
+    fetch of the same consumer that was waiting, instead of waiting out ``ack_wait``.
+    """
 
     in_msgs: int = 0
     out_msgs: int = 0
     in_bytes: int = 0
     out_bytes: int = 0
     reconnects: int = 0
+    #: messages for a pull nobody waited for, given back with a nak
+    stranded_naks: int = 0
+    #: messages for a pull nobody waited for, handed to a waiting fetch of the consumer
+    stranded_handed: int = 0
 
 
 class _Listened(Protocol):

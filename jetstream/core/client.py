@@ -61,10 +61,9 @@ class Client(_ClientBase):
 
     @property
     def stats(self) -> Statistics:
-        """Messages and bytes in and out, and reconnects, since the client was made."""
-        return Statistics(
-            self._in_msgs, self._out_msgs, self._in_bytes, self._out_bytes, self._reconnects
-        )
+        """Messages and bytes in and out, reconnects, and the messages of pulls nobody
+        waited for any more (see ``Statistics``), since the client was made."""
+        return self._statistics()
 
     @property
     def server_info(self) -> Info | None:
