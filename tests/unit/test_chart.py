@@ -7,7 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.chart import bound, bounds_table, floor_table, main, ratios, table
+from benchmarks.chart import (
+    FAMILIES,
+    bound,
+    bounds_table,
+    cpu_table,
+    floor_table,
+    headline,
+    main,
+    native_runs_table,
+    ratios,
+    report,
+    summary,
+    table,
+)
 
 
 def _line(
@@ -65,12 +78,13 @@ def test_the_table_gives_each_peer_the_best_python_peer_and_the_fraction_of_nats
         _line("publish_async", "jetstream", 1.0),
         _line("publish_async", "nats-py", 4.0),
     ]
-    rows = [r for r in table(lines).splitlines() if r.startswith("| pub")]
-    pub = rows[0].split(" | ")
-    # ours, nats-py, natsio, nats-core, nats.go, /nats-py, /natsio, /nats-core, best, native
-    assert pub[6:] == ["3.00x", "2.00x", "4.00x", "2.00x", "0.50 |"]
-    pa = rows[1].split(" | ")
-    assert pa[6:] == ["4.00x", "n/a", "n/a", "4.00x", "n/a |"]
+    rates, ratios_ = table(lines).split("\n\n")[1::2]
+    # ours, nats-py, natsio, nats-core, nats.go: each client's rate a second
+    assert rates.splitlines()[2] == "| pub | 1.0k | 333.3 | 500.0 | 250.0 | 2.0k |"
+    rows = [r.split(" | ") for r in ratios_.splitlines() if r.startswith("| pub")]
+    # /nats-py, /natsio, /nats-core, best, native
+    assert rows[0][1:] == ["3.00x", "2.00x", "4.00x", "2.00x", "0.50 |"]
+    assert rows[1][1:] == ["4.00x", "n/a", "n/a", "4.00x", "n/a |"]
 
 
 def test_a_workload_measured_twice_keeps_its_faster_run() -> None:
@@ -106,9 +120,11 @@ def test_the_bounds_table_reads_the_cpu_of_each_sides_best_run(
         _line("latency", "jetstream", 1.0),  # no CPU measured: no row
     ]
     rows = bounds_table(lines, cores=2).splitlines()
-    assert rows[0].startswith("| workload | jetstream: client, server busy | jetstream: bound")
-    assert rows[2] == "| pub->sub | 0.98, 0.30 | the client | 0.80, 0.50 | neither (turns) |"
-    assert rows[3] == "| fetch | 0.40, 0.70 | neither (turns) | n/a | n/a |"
+    assert rows[0].startswith(
+        "| workload | jetstream: client busy | jetstream: server busy | jetstream: bound"
+    )
+    assert rows[2] == "| pub->sub | 0.98 | 0.30 | the client | 0.80 | 0.50 | neither (turns) |"
+    assert rows[3] == "| fetch | 0.40 | 0.70 | neither (turns) | n/a | n/a | n/a |"
     assert len(rows) == 4
     # and the chart's text has it under the rates, read from the caption's core count
     data = tmp_path / "run.jsonl"
@@ -118,7 +134,7 @@ def test_the_bounds_table_reads_the_cpu_of_each_sides_best_run(
     assert main(["--from", str(data), "--svg", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "What bounds each rate" in printed
-    assert "| fetch | 0.40, 0.70 | neither (turns) | n/a | n/a |" in printed
+    assert "| fetch | 0.40 | 0.70 | neither (turns) | n/a | n/a | n/a |" in printed
 
 
 def test_the_floor_table_sets_twice_the_best_peer_against_bare_sockets(
@@ -143,15 +159,110 @@ def test_the_floor_table_sets_twice_the_best_peer_against_bare_sockets(
         _line("get", "socket floor", 0.25, ops=10),
         _line("get", "client floor", 0.4, ops=10),
     ]
-    rows = [r.split(" | ") for r in floor_table(lines).splitlines()[2:]]
-    assert [r[0] for r in rows] == ["| put", "| request p50 (1/latency)", "| get"]
-    # socket floor, client floor, ours, best peer, Go, ours / floor, 2x best peer / floor
-    assert rows[0][1:] == ["8.0k", "n/a", "8.0k", "5.0k (natsio)", "10.0k", "1.00", "1.25 |"]
-    assert rows[1][1:] == ["100 µs", "n/a", "200 µs", "300 µs (nats-py)", "n/a", "0.50", "0.67 |"]
-    assert rows[2][1:] == ["40.0", "25.0", "20.0", "10.0 (natsio)", "n/a", "0.80", "0.80 |"]
+    rows = [r.split(" | ") for r in floor_table(lines).splitlines() if r.startswith("| ")]
+    # rates a second, then the latencies in a table of their own
+    heads = ["| workload", "| put", "| get", "| workload", "| request p50 (1/latency)"]
+    assert [r[0] for r in rows] == heads
+    # socket floor, client floor, ours, best peer, which, Go, ours / floor, 2x best / floor
+    assert rows[1][1:] == ["8.0k", "n/a", "8.0k", "5.0k", "natsio", "10.0k", "1.00", "1.25 |"]
+    assert rows[2][1:] == ["40.0", "25.0", "20.0", "10.0", "natsio", "n/a", "0.80", "0.80 |"]
+    assert rows[4][1:] == ["100 µs", "n/a", "200 µs", "300 µs", "nats-py", "n/a", "0.50", "0.67 |"]
     # and the chart's text carries it under the rates
     data = tmp_path / "run.jsonl"
     data.write_text("\n".join(lines))
     assert main(["--from", str(data), "--svg", str(tmp_path / "c.svg")]) == 0
     out = capsys.readouterr().out
-    assert "Against the floors" in out and "5.0k (natsio)" in out
+    assert "Against the floors" in out and "| 5.0k | natsio |" in out
+
+
+def test_a_column_holds_one_kind_of_figure() -> None:
+    """Latencies (µs) get a table of their own, apart from the rates a second."""
+    lines = [
+        _line("pub", "jetstream", 1.0),
+        _line("pub", "nats-py", 2.0),
+        _line("request p50 (1/latency)", "jetstream", 200e-6, ops=1),
+        _line("request p50 (1/latency)", "nats-py", 300e-6, ops=1),
+    ]
+    rates, latencies, ratios_ = table(lines).split("\n\n")[1::2]
+    assert "| pub | 1.0k | 500.0 |" in rates and "µs" not in rates
+    assert "| request p50 (1/latency) | 200 µs | 300 µs |" in latencies
+    assert "| request p50 (1/latency) | 1.50x | 1.50x |" in ratios_ and "µs" not in ratios_
+
+
+def test_the_summary_gives_each_family_from_its_lowest_to_its_highest_ratio() -> None:
+    lines = [
+        # publish: ours 1M/s and 0.5M/s; the best peer 250k/s (nats-core) and 250k/s (nats-py)
+        _line("publish 16 B", "jetstream", 1.0, ops=1_000_000),
+        _line("publish 16 B", "nats-py", 1.0, ops=200_000),
+        _line("publish 16 B", "nats-core", 1.0, ops=250_000),
+        _line("publish 16 B", "nats.go", 1.0, ops=4_000_000),
+        _line("publish 1 KiB", "jetstream", 1.0, ops=500_000),
+        _line("publish 1 KiB", "nats-py", 1.0, ops=250_000),
+        _line("publish 1 KiB", "nats.go", 1.0, ops=1_000_000),
+        # a family with one workload measured, and no Go run of it
+        _line("put", "jetstream", 1.0, ops=3000),
+        _line("put", "natsio", 1.0, ops=2000),
+    ]
+    assert summary(lines).splitlines() == [
+        "- **Publishing**: 2.00x to 4.00x the best other Python client, 0.25 to 0.50 of nats.go.",
+        "- **KeyValue**: 1.50x the best other Python client.",
+    ]
+    # the chart's bars: per workload the best peer (named) and Go, in the families' order
+    bars = [(r.workload, r.peer, round(r.times, 2)) for r in headline(lines)]
+    assert bars == [
+        ("publish 16 B", "nats-core", 4.0),
+        ("publish 16 B", "nats.go", 0.25),
+        ("publish 1 KiB", "nats-py", 2.0),
+        ("publish 1 KiB", "nats.go", 0.5),
+        ("put", "natsio", 1.5),
+    ]
+
+
+def test_the_cpu_table_gives_each_sides_cpu_a_message_of_its_best_run() -> None:
+    lines = [
+        _line("pub", "jetstream", 2.0, ops=1000, cpu=(1.9, 0.6)),  # slower: not kept
+        _line("pub", "jetstream", 1.0, ops=1000, cpu=(0.5, 0.25)),
+        _line("pub", "nats.go", 0.5, ops=1000, cpu=(0.05, 0.2)),
+        _line("obj", "jetstream", 1.0, ops=2, cpu=(0.5, 0.3)),  # 250 ms of client an object
+        _line("latency", "jetstream", 1.0),  # no CPU measured: no row
+    ]
+    rows = cpu_table(lines).splitlines()
+    assert rows[0] == (
+        "| workload | jetstream client | server, with jetstream | nats.go client"
+        " | server, with nats.go |"
+    )
+    assert rows[2:] == ["| pub | 500 | 250 | 50.0 | 200 |", "| obj | 250000 | 150000 | n/a | n/a |"]
+
+
+def test_the_fraction_of_nats_go_against_each_of_its_runs() -> None:
+    lines = [
+        _line("pub", "nats.go", 0.5),  # before the Python benchmarks
+        _line("pub", "jetstream", 1.0),
+        _line("pub", "nats-py", 2.0),
+        _line("only go once", "nats.go", 1.0),
+        _line("only go once", "jetstream", 1.0),
+        _line("pub", "nats.go", 0.25),  # and after
+    ]
+    rows = native_runs_table(lines).splitlines()
+    assert (
+        rows[0] == "| workload | fraction of nats.go, its run 1 | fraction of nats.go, its run 2 |"
+    )
+    assert rows[2:] == ["| pub | 0.50 | 0.25 |", "| only go once | 1.00 | n/a |"]
+    assert native_runs_table(lines[1:-1]) == ""  # Go ran once: nothing to set apart
+
+
+ASSETS = Path(__file__).resolve().parents[2] / "docs" / "assets"
+
+
+def test_the_committed_text_is_the_committed_runs() -> None:
+    """docs/assets/speedup.txt, which the performance page includes (its summary, rates,
+    bounds and floors), is what the chart's own run gives: every figure of it comes from
+    the run the chart was drawn from, and every family of the summary is in that run."""
+    lines = (ASSETS / "speedup.jsonl").read_text().splitlines()
+    title = (ASSETS / "speedup.caption").read_text().strip()
+    assert (ASSETS / "speedup.txt").read_text() == report(lines, title)
+    assert len(summary(lines).splitlines()) == len(FAMILIES)
+    svg = (ASSETS / "speedup.svg").read_text()
+    for r in headline(lines):
+        label = f"{r.times:.2f}" if r.peer == "nats.go" else f"{r.times:.1f}x {r.peer}"
+        assert label in svg, f"the chart has no bar labelled {label!r}"
