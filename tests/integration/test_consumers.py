@@ -20,7 +20,7 @@ from jetstream import (
     Stream,
     StreamConfig,
 )
-from jetstream._demo import confirmed_ack
+from jetstream.demo import confirmed_ack
 from jetstream.errors import BadNameError, ConsumerDoesNotExistError, ConsumerExistsError
 from tests.integration._consumer import eventually
 
@@ -149,6 +149,8 @@ async def test_pause_and_resume(stream: Stream) -> None:
 
 async def test_ephemeral_consumer_goes_away(stream: Stream) -> None:
     eph = await stream.create_consumer(ConsumerConfig(inactive_threshold=0.5))
+    # it is there first, with the threshold asked for
+    assert (await eph.info()).config.inactive_threshold == 0.5
     async with asyncio.timeout(30):
         while True:
             try:

@@ -449,7 +449,9 @@ def _reset_peak_rss() -> int:
     """Start a fresh peak measurement; returns the baseline in bytes.
 
     Earlier tests of the same process may have set a higher peak, which would hide
-    any growth here: on Linux the peak is reset to the current RSS first.
+    any growth here: the peak is reset to the current RSS first (Linux's
+    ``/proc/self/clear_refs``). Where it cannot be, the measurement could not fail, so
+    the test fails instead, saying why.
     """
     gc.collect()
     try:  # give freed heap back to the system, so that reusing it shows as growth
@@ -459,12 +461,13 @@ def _reset_peak_rss() -> int:
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
-        rss = _status("VmRSS")
-        if rss is not None:
-            return rss
-    except OSError:
-        pass
-    return _peak_rss()
+    except OSError as exc:
+        raise AssertionError(f"cannot reset the peak RSS (/proc/self/clear_refs): {exc}") from exc
+    rss, peak = _status("VmRSS"), _status("VmHWM")
+    assert rss is not None and peak is not None, "no VmRSS / VmHWM in /proc/self/status"
+    # the reset took: the peak is the current size again, well under an earlier peak
+    assert peak - rss < 16 * MiB, f"the peak RSS was not reset ({peak} B against {rss} B)"
+    return rss
 
 
 def _peak_rss() -> int:
