@@ -266,3 +266,17 @@ def test_the_committed_text_is_the_committed_runs() -> None:
     for r in headline(lines):
         label = f"{r.times:.2f}" if r.peer == "nats.go" else f"{r.times:.1f}x {r.peer}"
         assert label in svg, f"the chart has no bar labelled {label!r}"
+
+
+def test_the_home_page_gives_the_runs_headline() -> None:
+    """docs/index.md sums the run up in one line: its figures are the run's."""
+    bars = headline((ASSETS / "speedup.jsonl").read_text().splitlines())
+    peer = [r.times for r in bars if r.peer != "nats.go"]
+    go = [r.times for r in bars if r.peer == "nats.go"]
+    line = (
+        f"each of {len(peer)} workloads {min(peer):.2f}x to {max(peer):.2f}x as fast as the"
+        f" fastest other Python client at it, and at {min(go):.2f} to {max(go):.2f} of the"
+        " speed of the Go client"
+    )
+    home = " ".join((ASSETS.parent / "index.md").read_text().split())
+    assert line in home
