@@ -31,6 +31,10 @@ __all__ = [
     "ConsumerNameInUseError",
     "ConsumerNotFoundError",
     "ConsumerOfflineError",
+    "CounterDisabledError",
+    "CounterError",
+    "CounterNotFoundError",
+    "CounterRefusedError",
     "DigestMismatchError",
     "DisconnectedError",
     "DuplicateMessageConflictError",
@@ -38,6 +42,7 @@ __all__ = [
     "InvalidConsumerResetError",
     "InvalidJSONError",
     "InvalidMessageTTLError",
+    "InvalidScheduleError",
     "JetStreamApiError",
     "JetStreamError",
     "JetStreamNotEnabledError",
@@ -70,6 +75,8 @@ __all__ = [
     "PublishWindowFullError",
     "ReconnectBufferFullError",
     "RequiredApiLevelError",
+    "ScheduleError",
+    "ScheduleRefusedError",
     "SlowConsumerError",
     "StaleConnectionError",
     "StreamNameInUseError",
@@ -512,3 +519,54 @@ class ObjectStoreNotFoundError(ObjectStoreError, StreamNotFoundError):
 
 class ObjectStoreExistsError(ObjectStoreError, StreamNameInUseError):
     """An object store bucket of that name exists with another configuration."""
+
+
+class ScheduleError(JetStreamError):
+    """Root of the message schedule errors (ADR-51). ``field`` names the part at fault:
+    an argument of ``js.schedule`` (``at``, ``every``, ``cron``, ``target``, ``source``,
+    ``ttl``, ``time_zone``, ``rollup``, ``subject``) or ``stream`` (its config)."""
+
+    field: str = ""
+
+
+class InvalidScheduleError(ScheduleError, ValueError):
+    """A schedule the server would refuse, found before sending: nothing was sent."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+#: the part of a schedule each of the server's schedule err_codes is about
+_SCHEDULE_FIELDS = {
+    **dict.fromkeys((10186, 10187), "allow_msg_schedules"),
+    **{10188: "stream", 10189: "schedule", 10190: "target", 10191: "ttl", 10192: "rollup"},
+    **{10203: "source", 10212: "scheduler", 10223: "time_zone"},
+}
+
+
+class ScheduleRefusedError(ScheduleError, JetStreamApiError, err_codes=tuple(_SCHEDULE_FIELDS)):
+    """The server refused a schedule, or schedules on a mirror or a sourcing stream;
+    nothing was stored. ``field`` follows from ``err_code`` (10190: ``target``...)."""
+
+    def _explain(self) -> str:
+        self.field = _SCHEDULE_FIELDS.get(self.err_code, "")
+        return f"{self.description} ({self.field})" if self.field else self.description
+
+
+class CounterError(JetStreamError):
+    """Root of the distributed counter errors (ADR-49)."""
+
+
+class CounterNotFoundError(CounterError):
+    """The counter stream holds no value for that subject (never added to, or purged)."""
+
+
+class CounterRefusedError(CounterError, JetStreamApiError, err_codes=(10169, 10170, 10171, 10172)):
+    """The server refused an increment (10169 no ``Nats-Incr``, 10170 a payload, 10171
+    not an integer or with ``Nats-Rollup``/``Nats-Expected-*``, 10172 a broken value)."""
+
+
+class CounterDisabledError(CounterRefusedError, err_codes=(10168,)):
+    """The stream has no ``allow_msg_counter``: the server refused a ``Nats-Incr``, or
+    ``js.counter()`` found it so before sending anything."""
