@@ -174,12 +174,23 @@ class StreamConfig(_Request):
     allow_msg_ttl: bool | UnsetType = UNSET
     #: TTL of the markers left when max age removes a subject's last message (API level 1).
     subject_delete_marker_ttl: Seconds | UnsetType = UNSET
-    #: Counter CRDT stream (server 2.12+, API level 2).
-    allow_msg_counter: bool | UnsetType = UNSET
+    if TYPE_CHECKING:
+        #: Distributed counters (ADR-49; server 2.12+, API level 2): every subject is a
+        #: counter, written with ``Nats-Incr`` (``js.counter()``). Set at creation only;
+        #: limits retention, no ``allow_msg_ttl``, no discard new, not on a mirror.
+        allow_msg_counter: bool | UnsetType = UNSET
+    else:  # Go may send null for an unset bool: read as absent (__post_init__)
+        allow_msg_counter: bool | UnsetType | None = UNSET
     #: Atomic batch publish (server 2.12+, API level 2).
     allow_atomic: bool | UnsetType = UNSET
-    #: Message schedules (server 2.12+, API level 2).
-    allow_msg_schedules: bool | UnsetType = UNSET
+    if TYPE_CHECKING:
+        #: Message schedules (ADR-51; server 2.12+, API level 2): a message with a
+        #: ``Nats-Schedule`` header is published into its target when due
+        #: (``js.schedule()``). Can be turned on later, not off; implies
+        #: ``allow_rollup_hdrs``; not on a mirror or a stream with sources.
+        allow_msg_schedules: bool | UnsetType = UNSET
+    else:
+        allow_msg_schedules: bool | UnsetType | None = UNSET
     #: ``async`` needs server 2.12+ (API level 2).
     persist_mode: PersistMode | UnsetType = UNSET
     #: Fast batch publish (server 2.14+, API level 4).
@@ -187,6 +198,14 @@ class StreamConfig(_Request):
     metadata: dict[str, str] | UnsetType = UNSET
 
     _durations = ("max_age", "duplicate_window", "subject_delete_marker_ttl")
+    #: options whose null (Go's encoding of an unset pointer) is read as absent
+    _null_is_unset = ("allow_msg_counter", "allow_msg_schedules")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in self._null_is_unset:
+            if getattr(self, name) is None:
+                msgspec.Struct.__setattr__(self, name, UNSET)
 
 
 # ---------------------------------------------------------------------------
