@@ -23,6 +23,7 @@ from .api import (
 from .client import Client, JetStream, connect
 from .consumer import Consumer
 from .core import ConnectionEvent, EventKind, Msg, Statistics, Subscription, make_ssl_context
+from .counter import Counter, CounterEntry
 from .errors import (
     AuthorizationError,
     BadHeaderError,
@@ -32,8 +33,13 @@ from .errors import (
     ConnectionClosedError,
     ConsumerDeletedError,
     ConsumerNotFoundError,
+    CounterDisabledError,
+    CounterError,
+    CounterNotFoundError,
+    CounterRefusedError,
     DigestMismatchError,
     DisconnectedError,
+    InvalidScheduleError,
     JetStreamApiError,
     JetStreamError,
     KeyDeletedError,
@@ -51,6 +57,8 @@ from .errors import (
     ObjectNotFoundError,
     PermissionsError,
     ProtocolError,
+    ScheduleError,
+    ScheduleRefusedError,
     SlowConsumerError,
     StreamNotFoundError,
     TimeoutError,
@@ -77,6 +85,7 @@ from .objectstore import (
 )
 from .ordered import OrderedConsumer
 from .protocol.headers import Headers
+from .schedule import Schedule, ScheduledMessage
 from .stream import Stream, StreamMsg
 
 __all__ = [
@@ -95,12 +104,19 @@ __all__ = [
     "ConsumerDeletedError",
     "ConsumerInfo",
     "ConsumerNotFoundError",
+    "Counter",
+    "CounterDisabledError",
+    "CounterEntry",
+    "CounterError",
+    "CounterNotFoundError",
+    "CounterRefusedError",
     "DeliverPolicy",
     "DigestMismatchError",
     "DiscardPolicy",
     "DisconnectedError",
     "EventKind",
     "Headers",
+    "InvalidScheduleError",
     "JetStream",
     "JetStreamApiError",
     "JetStreamError",
@@ -142,6 +158,10 @@ __all__ = [
     "PubAck",
     "ReplayPolicy",
     "RetentionPolicy",
+    "Schedule",
+    "ScheduleError",
+    "ScheduleRefusedError",
+    "ScheduledMessage",
     "SlowConsumerError",
     "Statistics",
     "StorageType",

@@ -12,20 +12,24 @@ from __future__ import annotations
 from .core._connect import connect as _core_connect
 from .core._connect import with_client_type
 from .core.client import Client as CoreClient
+from .counter import CounterManager
 from .js import JetStreamContext
 from .kv.manager import KeyValueManager
 from .objectstore.manager import ObjectStoreManager
+from .schedule import Schedules
 
 __all__ = ["Client", "JetStream", "connect"]
 
 
-class JetStream(JetStreamContext, KeyValueManager, ObjectStoreManager):
+class JetStream(JetStreamContext, KeyValueManager, ObjectStoreManager, Schedules, CounterManager):
     """The JetStream context of a connection. Make it with ``nc.jetstream()``.
 
     Streams, publishing and dead letters come from ``JetStreamContext``; the KeyValue
     and ObjectStore bucket management (``create_key_value``, ``key_value``,
     ``create_object_store``, ``object_store``, ...) from ``KeyValueManager`` and
-    ``ObjectStoreManager``.
+    ``ObjectStoreManager``; message schedules (``schedule``, ``list_schedules``,
+    ``cancel_schedule``) from ``Schedules``; distributed counters (``counter``) from
+    ``CounterManager``.
     """
 
 
