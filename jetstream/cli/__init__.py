@@ -1,7 +1,7 @@
 """The command line, ``python -m jetstream`` (or ``jetstream`` with the ``cli`` extra).
 
 Verbs shaped like the nats CLI's: ``server``, ``demo``, ``pub``, ``sub``, ``req``,
-``reply``, ``stream``, ``consumer``, ``kv``, ``obj`` and ``bench``; ``--help`` on each
+``reply``, ``stream``, ``consumer``, ``kv``, ``counter``, ``obj`` and ``bench``; ``--help`` on each
 lists its options. Expected failures (a server that cannot be reached, a missing
 stream or key, a bad subject, a missing file...) print ``error: <one line>`` on stderr
 and exit with status 1; usage errors exit with 2; Ctrl-C exits with 130 and SIGTERM

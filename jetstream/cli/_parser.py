@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import _bench, _core, _kv, _obj, _streams
+from . import _bench, _core, _counter, _kv, _obj, _streams
 from ._session import DEFAULT_PORT, DEFAULT_URL, ENV
 from ._util import parse_duration, parse_header, parse_size
 
@@ -232,6 +232,13 @@ def _stream_verbs(t: _Tree, commands: Any) -> None:
     p.add_argument("--max-msg-size", type=size, metavar="SIZE")
     p.add_argument("--dupe-window", type=duration, metavar="DURATION", help="deduplication window")
     p.add_argument("--allow-direct", action="store_true", help="allow direct gets")
+    p.add_argument(
+        "--allow-counter",
+        action="store_true",
+        help="every subject a distributed counter (see counter add/get)",
+    )
+    p.add_argument("--allow-schedules", action="store_true", help="allow message schedules")
+    p.add_argument("--allow-msg-ttl", action="store_true", help="allow per-message TTLs")
     p = t.verb(
         g, "rm", "delete a stream and its messages", _streams.cmd_stream_rm, aliases=("delete",)
     )
@@ -379,6 +386,32 @@ def _kv_verbs(t: _Tree, commands: Any) -> None:
     p.add_argument("bucket", nargs="?")
 
 
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def _counter_verbs(t: _Tree, commands: Any) -> None:
+    g = t.group(commands, "counter", "distributed counters (a stream made with --allow-counter)")
+    p = t.verb(g, "add", "add to a counter and print its new total", _counter.cmd_counter_add)
+    p.add_argument("stream")
+    p.add_argument("subject")
+    p.add_argument(
+        "value", nargs="?", type=_integer, default=1, help="what to add, e.g. 5 or -2 (default 1)"
+    )
+    p.add_argument("--msg-id", help="count this increment once however often it is sent")
+    p = t.verb(
+        g, "get", "print counters: one subject's, or all matching filters", _counter.cmd_counter_get
+    )
+    p.add_argument("stream")
+    p.add_argument(
+        "subjects", nargs="*", metavar="SUBJECT", help="a subject or filters (default all)"
+    )
+    p.add_argument("--raw", action="store_true", help="print the totals only")
+
+
 def _obj_verbs(t: _Tree, commands: Any) -> None:
     g = t.group(commands, "obj", "object store buckets")
     p = t.verb(g, "add", "create a bucket", _obj.cmd_obj_add, aliases=("create-bucket",))
@@ -486,6 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     _stream_verbs(t, commands)
     _consumer_verbs(t, commands)
     _kv_verbs(t, commands)
+    _counter_verbs(t, commands)
     _obj_verbs(t, commands)
     _bench_verb(t, commands)
     return parser

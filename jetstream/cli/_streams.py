@@ -84,6 +84,9 @@ def _stream_view(s: Session, info: StreamInfo) -> None:
                     ("Max message size", _limit(cfg.max_msg_size, fmt_bytes)),
                     ("Duplicate window", fmt_duration(_opt(cfg.duplicate_window))),
                     ("Allow direct", _opt(cfg.allow_direct)),
+                    ("Counters", _opt(cfg.allow_msg_counter) or None),
+                    ("Schedules", _opt(cfg.allow_msg_schedules) or None),
+                    ("Message TTLs", _opt(cfg.allow_msg_ttl) or None),
                     ("Sealed", _opt(cfg.sealed) or None),
                 ],
             ),
@@ -164,6 +167,9 @@ async def cmd_stream_add(s: Session) -> int:
         max_msg_size=_set(a.max_msg_size),
         duplicate_window=_set(a.dupe_window),
         allow_direct=True if a.allow_direct else msgspec.UNSET,
+        allow_msg_counter=True if a.allow_counter else msgspec.UNSET,
+        allow_msg_schedules=True if a.allow_schedules else msgspec.UNSET,
+        allow_msg_ttl=True if a.allow_msg_ttl else msgspec.UNSET,
     )
     stream = await s.js.create_stream(cfg)
     if s.out.json:
