@@ -8,8 +8,8 @@ A pull written while the client was disconnected goes out with the reconnect buf
 the reconnect does not make it lost. A pull asked again may still be alive all the
 same (a reconnect to another node, a new consumer leader): a fetch returns at most its
 batch, and what its requests deliver past that, or after it returned, timed out or was
-cancelled, is handed to another fetch of the consumer or given back with a nak
-(``_stranded.py``), never left to the consumer's ``ack_wait``.
+cancelled, is given back with a nak (``_stranded.py``), never left to the consumer's
+``ack_wait``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ._context import ConsumerHandle
 from ._leaders import consumer_key
 from ._pull import PullOptions, _PullBase
 from ._retry import retry_delay
-from ._stranded import LINGER_MARGIN, done_waiting, give_back, wait_on
+from ._stranded import LINGER_MARGIN, give_back
 from .api import ConsumerInfo
 from .errors import (
     ConsumerNotFoundError,
@@ -40,6 +40,9 @@ _ENDED = 0  # a status ended the request, or the batch is complete
 _PULL_AGAIN = 1  # a reconnect: the request may be lost; pull again at once
 _NO_LEADER = 2  # 503: nobody served the pull (an election, a restart); pull again soon
 _GAVE_UP = 3  # the server never closed the request: return what came
+#: seconds a fetch refused with a 503 waits for the consumer's info (a missing consumer
+#: is said at once; while the consumer elects a leader nobody answers)
+LEADER_INFO_WAIT = 1.0
 
 
 class _Fetch(_PullBase):
@@ -81,13 +84,13 @@ class _Fetch(_PullBase):
             if extra:
                 strays = [buf.pop() for _ in range(extra)]
                 for msg in reversed(strays):
-                    self._stray(msg, 0)
+                    self._stray(msg)
             self._full = True
             self._end(None)
 
     def _on_msg(self, msg: JsMsg, size: int) -> None:
         if self._full:
-            self._stray(msg, size)
+            self._stray(msg)
             return
         self._buf.append(msg)
         self._bytes += size
@@ -96,21 +99,10 @@ class _Fetch(_PullBase):
             self._full = True
             self._end(None)
 
-    def _stray(self, msg: JsMsg, size: int) -> None:
-        """A message past the batch: for another fetch, or given back."""
+    def _stray(self, msg: JsMsg) -> None:
+        """A message past the batch: given back."""
         if self._acks:
-            give_back(self._consumer, msg, size)
-
-    def _take_handed(self, msg: JsMsg, size: int) -> bool:
-        """Take a message of this consumer that came for a pull nobody waits for, if
-        there is room (not with a priority group: those pulls have their own rules)."""
-        if self._full or self._closed or self._opts.group is not None:
-            return False
-        o = self._opts
-        if o.max_bytes is not None and self._bytes + size > o.max_bytes:
-            return False
-        self._on_msg(msg, size)
-        return True
+            give_back(msg)
 
     def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
         if status == 100:
@@ -214,8 +206,6 @@ class _Fetch(_PullBase):
         if self._recover and leaders.active:
             key = consumer_key(self._consumer.stream_name, self._consumer.name)
             leaders.add(key, self._on_leader)
-        if self._acks:
-            wait_on(self._consumer, self)
         returned = cancelled = False
         try:
             self._send_pull(o.expires)
@@ -235,7 +225,11 @@ class _Fetch(_PullBase):
                     break
                 tries += 1
                 if why == _NO_LEADER:
+                    # A new leader announced meanwhile (``_on_leader``) ends the wait.
+                    self._done = loop.create_future()
                     await self._wait_for_leader(tries, end)
+                    if self._done.done():
+                        continue
                 left = end - nc._opts.connect_timeout - loop.time()
                 if left < 0.01 or self._closed:
                     break
@@ -265,8 +259,6 @@ class _Fetch(_PullBase):
         needs acks): then the inbox lingers until they have, or, for a cancelled fetch,
         is cut (``_stranded.Leftover``). What was received and not returned (cancelled,
         or an error raised) is given back."""
-        if self._acks:
-            done_waiting(self._consumer, self)
         owed = self._asked - self.received - self._ended
         left = self._leftover(owed, self._live)
         if left is not None:
@@ -277,26 +269,31 @@ class _Fetch(_PullBase):
         if not returned and self._acks:
             buf, self._buf = self._buf, deque()
             for msg in buf:
-                give_back(self._consumer, msg, msg._size)
+                give_back(msg)
 
     async def _wait_for_leader(self, tries: int, end: float) -> None:
         """After a 503: a consumer that does not exist ends the fetch with
-        ``ConsumerNotFoundError``; else wait a backoff before the next pull."""
+        ``ConsumerNotFoundError``; else wait a backoff before the next pull, or until
+        the consumer's new leader is announced (``_done`` completes)."""
         c = self._consumer
-        left = end - self._loop.time()
+        loop = self._loop
+        left = end - loop.time()
         if tries == 1 and left > 0.05:
             try:
+                # Unanswered while the consumer elects a leader: not waited for long.
                 await c._js._api(
                     f"CONSUMER.INFO.{c.stream_name}.{c.name}",
                     None,
                     ConsumerInfo,
-                    timeout=min(left, c._js.timeout),
+                    timeout=min(left, c._js.timeout, LEADER_INFO_WAIT),
                 )
             except (ConsumerNotFoundError, StreamNotFoundError):
                 raise
             except NatsError:
                 pass  # no leader yet, a timeout, a lost connection: try again
-        await asyncio.sleep(min(retry_delay(tries), max(end - self._loop.time(), 0)))
+        delay = min(retry_delay(tries), max(end - loop.time(), 0))
+        if not self._done.done() and delay > 0:
+            await asyncio.wait([self._done], timeout=delay)
 
 
 async def fetch(

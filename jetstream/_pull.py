@@ -547,10 +547,9 @@ class MessageStream(_PullBase, MessageReader):
     def stop(self) -> None:
         """Stop now: unsubscribe; what is buffered is given back at once (a nak, for a
         consumer that needs acks), as is what the pull requests still deliver."""
-        if self._acks and not self._nc.is_closed:
-            c = self._consumer
+        if self._acks:
             for msg in self._buf:
-                give_back(c, msg, msg._size)
+                give_back(msg)
         super().stop()
 
     # -- the reader side -----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Messages for a pull nobody waits for any more: handed on, or given back at once.
+"""Messages for a pull nobody waits for any more: given back at once.
 
 The server serves a pull request for as long as it lives (its ``expires``) and its
 inbox has interest. A fetch or ``next()`` that returned, timed out or was cancelled,
@@ -6,10 +6,13 @@ a ``messages()`` iterator that was stopped, a pull left from before a reconnect 
 reconnect hook pulled again while the first request was alive): what such a request
 still delivers has no reader, and a message nobody reads waits out the consumer's
 ``ack_wait`` before it comes again. For a consumer that needs acks (explicit or all),
-such a message is handed to a fetch of the same consumer object that is waiting and
-has room, or else given back with a nak, at once (``give_back``); either is counted in
-``Client.stats`` (``stranded_handed``, ``stranded_naks``). A consumer without acks
-never redelivers: there is nothing to give back.
+such a message is given back with a nak at once (``give_back``), and counted in
+``Client.stats.stranded_naks``; the server delivers it again to the next pull. A
+consumer without acks never redelivers: there is nothing to give back.
+
+(Handing such a message to another fetch of the consumer that waits would spare it a
+delivery, but that fetch has a request of its own out, which would then deliver past
+its batch in turn: the redelivery only moves to the next message.)
 
 A reader that ends while its pulls may still deliver hands its inbox (its sid) over to
 a ``Leftover``, so that nothing is added to the readers' own receive paths:
@@ -26,7 +29,7 @@ a ``Leftover``, so that nothing is added to the readers' own receive paths:
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from .api import AckPolicy
 from .errors import NatsError
@@ -39,17 +42,7 @@ if TYPE_CHECKING:
     from .core.client import Client
     from .protocol.ops import Msg as MsgOp
 
-__all__ = [
-    "CUT_WAIT",
-    "LINGER_MARGIN",
-    "Leftover",
-    "Taker",
-    "done_waiting",
-    "give_back",
-    "needs_acks",
-    "wait_on",
-    "wire_size",
-]
+__all__ = ["CUT_WAIT", "LINGER_MARGIN", "Leftover", "give_back", "needs_acks", "wire_size"]
 
 #: seconds a lingering inbox waits past the expiry of the last request it made (the
 #: server's 408, or a message, still in flight; a request written while disconnected
@@ -60,33 +53,9 @@ CUT_WAIT = 5.0
 _NAK = b"-NAK"
 
 
-class Taker(Protocol):
-    """A reader that can take a message handed on from a pull nobody waits for."""
-
-    def _take_handed(self, msg: JsMsg, size: int) -> bool: ...
-
-
-#: the fetches waiting on each consumer object (by id: each holds its consumer)
-_waiting: dict[int, list[Taker]] = {}
-
-
 def needs_acks(consumer: ConsumerHandle) -> bool:
     """The consumer redelivers what is not acknowledged (ack policy explicit or all)."""
     return consumer.cached_info.config.ack_policy in (AckPolicy.EXPLICIT, AckPolicy.ALL)
-
-
-def wait_on(consumer: ConsumerHandle, taker: Taker) -> None:
-    """``taker`` (a fetch) waits for messages of ``consumer`` from now on."""
-    _waiting.setdefault(id(consumer), []).append(taker)
-
-
-def done_waiting(consumer: ConsumerHandle, taker: Taker) -> None:
-    takers = _waiting.get(id(consumer))
-    if takers is not None:
-        if taker in takers:
-            takers.remove(taker)
-        if not takers:
-            del _waiting[id(consumer)]
 
 
 def wire_size(op: MsgOp) -> int:
@@ -94,19 +63,11 @@ def wire_size(op: MsgOp) -> int:
     return len(op.subject) + len(op.reply or "") + len(op.payload) + (len(op.hdr) if op.hdr else 0)
 
 
-def give_back(consumer: ConsumerHandle, msg: JsMsg, size: int = 0) -> None:
-    """``msg`` came for a pull nobody waits for: hand it to a waiting fetch of
-    ``consumer``, else nak it (not when already acknowledged or the client is closed)."""
+def give_back(msg: JsMsg) -> None:
+    """``msg`` came for a pull nobody waits for: nak it, so that the server delivers it
+    again now (not when already acknowledged or the client is closed)."""
     client = msg._client
-    if client is None or msg._acked:
-        return
-    takers = _waiting.get(id(consumer))
-    if takers:
-        for taker in takers:
-            if taker._take_handed(msg, size):
-                client._stranded_handed += 1
-                return
-    if client.is_closed:
+    if client is None or msg._acked or client.is_closed:
         return
     try:
         msg._send(_NAK, True)
@@ -195,7 +156,7 @@ class Leftover:
             msg = JsMsg(op.subject, op.reply, op.payload, op.hdr, self.nc)
             if self.owed is not None:
                 self.owed -= 1
-            give_back(self.consumer, msg, wire_size(op))
+            give_back(msg)
         live, owed = self.live, self.owed
         if (live is not None and live <= 0) or (owed is not None and owed <= 0):
             self._end()  # nothing more can come

@@ -112,10 +112,9 @@ class Consumer:
 
         Never more than ``batch`` comes back. For a consumer that needs acks, what the
         requests deliver past that, or after the call returned, timed out or was
-        cancelled (a request asked again may still be alive), is handed to a fetch of
-        this same ``Consumer`` that waits, or else given back at once with a nak, not
-        left to ``ack_wait`` (counted in ``Client.stats``: ``stranded_handed``,
-        ``stranded_naks``); so are the messages a cancelled fetch had received.
+        cancelled (a request asked again may still be alive), is given back at once
+        with a nak, not left to ``ack_wait`` (counted in ``Client.stats.stranded_naks``);
+        so are the messages a cancelled fetch had received.
 
         Raises:
             ConsumerDeletedError: the consumer was deleted meanwhile.

@@ -111,9 +111,8 @@ class _ClientBase:
         self._out_msgs = 0
         self._out_bytes = 0
         self._reconnects = 0
-        #: counted by the JetStream pulls (``Statistics.stranded_naks``/``_handed``)
+        #: counted by the JetStream pulls (``Statistics.stranded_naks``)
         self._stranded_naks = 0
-        self._stranded_handed = 0
         #: the largest payload the fast publish path takes: max_payload while
         #: connected, -1 while not (then every publish checks the reconnect buffer)
         self._fast_limit = -1
@@ -130,7 +129,6 @@ class _ClientBase:
             self._out_bytes,
             self._reconnects,
             self._stranded_naks,
-            self._stranded_handed,
         )
 
     @property

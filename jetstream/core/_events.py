@@ -39,11 +39,11 @@ class ConnectionEvent:
 class Statistics:
     """Counters of one client, across reconnects.
 
-    ``stranded_naks`` and ``stranded_handed`` count the messages a JetStream consumer
-    delivered for a pull that nobody waited for any more (a fetch or ``next()`` that had
-    returned, timed out or was cancelled, a ``messages()`` iterator that was stopped, a
-    pull left from before a reconnect): given back at once with a nak, or handed to a
-    fetch of the same consumer that was waiting, instead of waiting out ``ack_wait``.
+    ``stranded_naks`` counts the messages a JetStream consumer delivered for a pull that
+    nobody waited for any more (a fetch or ``next()`` that had returned, timed out or was
+    cancelled, a ``messages()`` iterator that was stopped, a pull left from before a
+    reconnect): given back at once with a nak rather than left to wait out the
+    consumer's ``ack_wait``.
     """
 
     in_msgs: int = 0
@@ -53,8 +53,6 @@ class Statistics:
     reconnects: int = 0
     #: messages for a pull nobody waited for, given back with a nak
     stranded_naks: int = 0
-    #: messages for a pull nobody waited for, handed to a waiting fetch of the consumer
-    stranded_handed: int = 0
 
 
 class _Listened(Protocol):
