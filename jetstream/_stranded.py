@@ -170,6 +170,8 @@ class Leftover:
             self._pong = None
             if not w.done():
                 w.cancel()
+            elif not w.cancelled():
+                w.exception()  # the connection was lost or closed: retrieved
         nc = self.nc
         if nc._subs.get(self.sid) is self:
             nc._forget_sub(self.sid)

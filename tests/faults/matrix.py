@@ -42,6 +42,14 @@ The disruptions:
   restarted and caught up; the first is the one the application is connected to, with
   every leader moved onto it as for ``leader kill``;
 * ``sigstop``: SIGSTOP of the node every reading connection starts on, SIGCONT 5 s later.
+
+Besides the modes, the read loops of issue 35 (``tests/faults/loops.py``): ``next()`` and
+``fetch(10)`` loops confirming each message with ``ack_sync``, started before the
+disruption, as it hits (while the client reconnects) or right after the servers answer
+again, on consumers whose ack_wait is 60 s. Each must deliver every acknowledged publish
+within ``LAG_BOUND`` of the later of its ack and the servers answering again, and leave
+nothing pending on its consumer: a message delivered for a pull the client no longer
+listens to would wait for the ack_wait.
 """
 
 from __future__ import annotations
@@ -61,6 +69,16 @@ from typing import Any
 import jetstream
 from jetstream import AckPolicy, ConsumerConfig, JsMsg, StreamConfig
 from jetstream.embedded import NatsCluster, NatsServer
+from tests.faults.loops import (
+    LAG_BOUND,
+    LOOP_ACK_WAIT,
+    Moments,
+    durable_of,
+    loop_modes,
+    lost_acks,
+    read_loop,
+    settled,
+)
 from tests.faults.placing import placed
 
 __all__ = [
@@ -113,6 +131,8 @@ WARM = 20
 TAIL = 3.0
 PUBLISH_PAUSE = 0.02
 FREEZE = 5.0
+#: seconds after the first step is applied until the ``during`` loops call again
+HIT_PAUSE = 0.2
 
 OBJECT_CHUNK = 512 * 1024
 OBJECT_CHUNKS = 48  # 24 MiB: more than the reader's 16 MiB window
@@ -159,6 +179,16 @@ class Cell:
     finished: float | None = None
     #: the state of a stored mode's reader, for the report of a stall
     probe: Callable[[], str] | None = None
+    #: a read loop: when it made its first call after its moment (``loops.py``), and
+    #: what its consumer still had pending (ack pending, pending) at the end
+    resumed: float | None = None
+    left: tuple[int, int] | None = None
+    #: a read loop: its confirmed acks (stream sequence, when), and how many of those
+    #: the server lost in the disruption (a SIGKILL: see ``loops.py``)
+    confirmed: list[tuple[int, float]] = field(default_factory=list)
+    lost: int = 0
+    #: a read loop: each call that returned messages (its start, how many, its batch)
+    calls: list[tuple[float, int, int]] = field(default_factory=list)
     _waiting: float = field(default_factory=time.monotonic)
 
     @property
@@ -181,15 +211,47 @@ class Cell:
         self.since.append(min(self._waiting, now))
         self._waiting = now
 
+    def answer(self, step: Step) -> float:
+        """When the mode's raft groups answered again in ``step``."""
+        group = STREAM_OF.get(self.mode, "M")
+        answer = step.answer_for(group)
+        if " > " in group:  # a durable consumer: new messages need its stream's leader too
+            answer = max(answer, step.answer_for(group.split(" > ")[0]))
+        return answer
+
+    def lag(self, acked_at: list[float], ids: set[int], steps: list[Step]) -> float | None:
+        """A read loop's figure (``loops.py``): the slowest first delivery of an id of
+        ``ids``, in seconds from the later of its ack (``acked_at``), the loop's first
+        call after its moment and the answer of the last step begun before it came;
+        None when one never came. A call returns a full batch when its last message
+        comes: the others waited for that one's ack. A short batch comes at the call's
+        expiry: what it returns counts up to the call's start."""
+        calls: list[tuple[float, bool, float]] = []  # of each delivery: start, full, ready
+        for start, n, batch in self.calls:
+            got = self.got[len(calls) : len(calls) + n]
+            last = max((acked_at[i] for i in got if i < len(acked_at)), default=0.0)
+            calls += [(start, n == batch, last)] * n
+        first: dict[int, tuple[float, tuple[float, bool, float]]] = {}
+        for i, at, call in zip(self.got, self.at, calls, strict=False):  # cut short
+            first.setdefault(i, (at, call))
+        worst = 0.0
+        for i in ids:
+            if i not in first:
+                return None
+            came, (start, full, last) = first[i]
+            ready = max(acked_at[i], self.resumed or 0.0)
+            for step in steps:
+                if step.down <= came:
+                    ready = max(ready, self.answer(step))
+            worst = max(worst, came - max(ready, last) if full else start - ready)
+        return worst
+
     def recovery(self, step: Step) -> float | None:
         """Seconds from when the mode's stream answered again in ``step`` to the next
         delivery (from when the application began waiting for it, if later); None when
         nothing came after it. A stored reader that had read everything before the
         servers answered again waited for nothing."""
-        group = STREAM_OF.get(self.mode, "M")
-        answer = step.answer_for(group)
-        if " > " in group:  # a durable consumer: new messages need its stream's leader too
-            answer = max(answer, step.answer_for(group.split(" > ")[0]))
+        answer = self.answer(step)
         for at, since in zip(self.at, self.since, strict=True):
             if at > answer:
                 return at - max(answer, since)
@@ -261,6 +323,11 @@ class Matrix:
     seconds: float = 0.0
     #: tasks still pending once the run had closed everything (must be none)
     pending: list[str] = field(default_factory=list)
+    #: when each publish to ``M`` was acked (its id is its index)
+    acked_at: list[float] = field(default_factory=list)
+    #: the application connection's ``stats.stranded_naks``: messages of pulls nobody
+    #: waited for any more, given back
+    stranded_naks: int = 0
 
     def recovery(self, mode: str) -> float | None:
         """The cell's figure: its slowest step (None: it never recovered)."""
@@ -270,9 +337,24 @@ class Matrix:
             return None
         return max((f for f in figures if f is not None), default=None)
 
+    def lag(self, mode: str) -> float | None:
+        """A read loop's figure (``Cell.lag``)."""
+        return self.cells[mode].lag(self.acked_at, self.acked, self.steps)
+
     def problems(self, mode: str) -> list[str]:
         acked = self.kv_acked if mode == "kv watch" else self.acked
-        return self.cells[mode].problems(acked, self.steps)
+        cell = self.cells[mode]
+        out = cell.problems(acked, self.steps)
+        if cell.mode in loop_modes(self.disruption):
+            lag = self.lag(mode)
+            if lag is not None and lag > LAG_BOUND:
+                out.append(f"a message came {lag:.1f} s after it could have")
+            if cell.left is None or cell.left[1] or cell.left[0] > cell.lost:
+                out.append(
+                    f"left on its consumer (ack pending, pending): {cell.left},"
+                    f" of which {cell.lost} acked before the server lost them"
+                )
+        return out
 
 
 # ------------------------------------------------------------------------------- the modes
@@ -526,7 +608,7 @@ async def _all_current(js: jetstream.JetStream, streams: list[str]) -> None:
         raise AssertionError(f"streams not current: {last}") from None
 
 
-def _streams_live(cluster: NatsCluster, down: str) -> set[str]:
+def _streams_live(cluster: NatsCluster, down: str, groups: set[str]) -> set[str]:
     """The streams and durable consumers (``"M > name"``) of the run with a leader on a
     live server other than ``down`` (from /jsz: a leader is a server that names itself)."""
     led: set[str] = set()
@@ -544,17 +626,17 @@ def _streams_live(cluster: NatsCluster, down: str) -> set[str]:
                 for c in st.get("consumer_detail") or []:
                     if (c.get("cluster") or {}).get("leader") == s.server_name:
                         led.add(f"{st['name']} > {c['name']}")
-    return led & GROUPS
+    return led & groups
 
 
-async def _until_live(cluster: NatsCluster, down: str) -> dict[str, float]:
+async def _until_live(cluster: NatsCluster, down: str, groups: set[str]) -> dict[str, float]:
     """Poll until every stream and durable consumer has a leader on a live server other
     than ``down``; when each did."""
     answers: dict[str, float] = {}
     async with asyncio.timeout(STEP_BOUND * 2):
-        while len(answers) < len(GROUPS):
+        while len(answers) < len(groups):
             now = time.monotonic()
-            for name in await asyncio.to_thread(_streams_live, cluster, down):
+            for name in await asyncio.to_thread(_streams_live, cluster, down, groups):
                 answers.setdefault(name, now)
             await asyncio.sleep(0.02)
     return answers
@@ -573,21 +655,38 @@ STREAM_OF = {
     "pull messages": "M > pull-messages",
     "pull consume": "M > pull-consume",
     "push flow control": "M > push-fc",
+    **{mode: f"M > {durable_of(mode)}" for mode in loop_modes("restart")},
 }
-GROUPS = {*STREAMS, *(f"M > {c}" for c in DURABLES)}
+
+
+def _groups(disruption: str) -> set[str]:
+    """The raft groups of a run: its streams and durable consumers."""
+    loops = [durable_of(mode) for mode in loop_modes(disruption)]
+    return {*STREAMS, *(f"M > {c}" for c in [*DURABLES, *loops])}
+
+
+async def _hit(moments: Moments) -> None:
+    """The first step has been applied: the loops of the ``during`` moment call again, a
+    moment later (the client has seen its connection go by then)."""
+    await asyncio.sleep(HIT_PAUSE)
+    moments.hit.set()
 
 
 async def _disrupt(
-    setup: Setup, admin: jetstream.JetStream, started: Callable[[], None]
+    setup: Setup, admin: jetstream.JetStream, started: Callable[[], None], moments: Moments
 ) -> list[Step]:
-    """Apply the disruption; ``started()`` is called as its first step begins."""
+    """Apply the disruption; ``started()`` is called as its first step begins; the
+    ``moments`` are set as the first step has hit and when the servers answer again."""
     kind = setup.disruption
+    groups = _groups(kind)
     if kind == "restart":
         assert setup.server is not None
         down = time.monotonic()
         started()
         await asyncio.to_thread(setup.server.kill)
+        await _hit(moments)
         await setup.server.restart_async()
+        moments.back.set()
         return [Step("the restart", down, time.monotonic())]
     cluster = setup.cluster
     assert cluster is not None
@@ -596,7 +695,9 @@ async def _disrupt(
         down = time.monotonic()
         started()
         await asyncio.to_thread(victim.kill)
-        answers = await _until_live(cluster, str(victim.server_name))
+        await _hit(moments)
+        answers = await _until_live(cluster, str(victim.server_name), groups)
+        moments.back.set()
         await cluster.restart_async(setup.home)
         await _all_current(admin, STREAMS)
         return [Step(f"SIGKILL of {victim.server_name}", down, max(answers.values()), answers)]
@@ -605,6 +706,7 @@ async def _disrupt(
         down = time.monotonic()
         started()
         await asyncio.gather(*(_request_ok(admin, f"STREAM.LEADER.STEPDOWN.{s}") for s in STREAMS))
+        moments.hit.set()
         answers: dict[str, float] = {}
 
         async def moved(stream: str, old: str) -> None:
@@ -613,6 +715,7 @@ async def _disrupt(
 
         async with asyncio.timeout(STEP_BOUND):
             await asyncio.gather(*(moved(s, old) for s, old in olds.items()))
+        moments.back.set()
         return [Step("the step-downs", down, max(answers.values()), answers)]
     if kind == "sigstop":
         victim = cluster.servers[setup.home]
@@ -620,10 +723,12 @@ async def _disrupt(
         started()
         await asyncio.to_thread(victim.pause)
         try:
-            await asyncio.sleep(FREEZE)
+            await _hit(moments)
+            await asyncio.sleep(FREEZE - HIT_PAUSE)
         finally:
             victim.resume()
         answer = time.monotonic()
+        moments.back.set()
         return [Step(f"SIGSTOP of {victim.server_name} for {FREEZE:g} s", down, answer)]
     assert kind == "rolling lame duck"
     steps: list[Step] = []
@@ -635,7 +740,10 @@ async def _disrupt(
         if k == 0:
             started()
         server.lame_duck()
-        answers = await _until_live(cluster, name)
+        if k == 0:
+            await _hit(moments)
+        answers = await _until_live(cluster, name, groups)
+        moments.back.set()
         steps.append(Step(f"lame duck of {name}", down, max(answers.values()), answers))
         try:
             await server.wait_exit_async(60)
@@ -655,6 +763,8 @@ class _Publisher:
     subject: Callable[[int], str]
     prefix: str
     acked: set[int] = field(default_factory=set)
+    #: when each publish was acked (monotonic), by id
+    acked_at: list[float] = field(default_factory=list)
     errors: int = 0
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -670,18 +780,24 @@ class _Publisher:
                         return
                     await asyncio.sleep(0.05)
             self.acked.add(i)
+            self.acked_at.append(time.monotonic())
             if stop.is_set():
                 return
             await asyncio.sleep(PUBLISH_PAUSE)
 
 
-async def _create(js: jetstream.JetStream, replicas: int) -> bytes:
+async def _create(js: jetstream.JetStream, replicas: int, disruption: str) -> bytes:
     """The streams, buckets, durable consumers and stored content of a run; the object."""
     m = await placed(
         lambda: js.create_stream(StreamConfig(name="M", subjects=["m.>"], num_replicas=replicas))
     )
     for name in DURABLES[:4]:
         config = ConsumerConfig(durable_name=name, ack_policy=AckPolicy.EXPLICIT)
+        await placed(functools.partial(m.create_consumer, config))
+    for mode in loop_modes(disruption):
+        config = ConsumerConfig(
+            durable_name=durable_of(mode), ack_policy=AckPolicy.EXPLICIT, ack_wait=LOOP_ACK_WAIT
+        )
         await placed(functools.partial(m.create_consumer, config))
     sp = await placed(
         lambda: js.create_stream(StreamConfig(name="SP", subjects=["sp.>"], num_replicas=replicas))
@@ -716,7 +832,8 @@ async def _place(setup: Setup, js: jetstream.JetStream) -> None:
     if setup.disruption in ("leader kill", "rolling lame duck"):
         for s in STREAMS[1:]:
             await _lead_on(js, leader, s, None)
-        for c in DURABLES[:4]:  # push-fc is made later, by the application's connection
+        # push-fc is made later, by the application's connection
+        for c in [*DURABLES[:4], *map(durable_of, loop_modes(setup.disruption))]:
             await _lead_on(js, leader, "M", c)
     elif setup.disruption == "sigstop":
         setup.home = (setup.home + 1) % 3  # the frozen node is not the main stream's leader
@@ -729,7 +846,7 @@ async def run_matrix(disruption: str) -> Matrix:
     t0 = time.monotonic()
     async with _servers(disruption) as setup, jetstream.connect(setup.urls) as admin_nc:
         admin = admin_nc.jetstream()
-        blob = await _create(admin, setup.replicas)
+        blob = await _create(admin, setup.replicas, disruption)
         await _place(setup, admin)
         matrix = await _run(setup, admin, blob)
     matrix.seconds = time.monotonic() - t0
@@ -740,7 +857,10 @@ async def run_matrix(disruption: str) -> Matrix:
 
 
 async def _run(setup: Setup, admin: jetstream.JetStream, blob: bytes) -> Matrix:
-    cells = {mode: Cell(mode) for mode in MODES}
+    loops = loop_modes(setup.disruption)
+    cells = {mode: Cell(mode) for mode in [*MODES, *loops]}
+    moments = Moments()
+    stranded_naks = 0
     cells["object get"].expected = list(range(OBJECT_CHUNKS))
     cells["spark range"].expected = list(range(1, SPARK_ROWS + 1))
     reported: list[BaseException] = []
@@ -783,6 +903,7 @@ async def _run(setup: Setup, admin: jetstream.JetStream, blob: bytes) -> Matrix:
         kv = await js.key_value("KVM")
         store = await js.object_store("OBJM")
         durable = {name: await m.consumer(name) for name in DURABLES[:4]}
+        looping = {mode: await m.consumer(durable_of(mode)) for mode in loops}
 
         def c(mode: str) -> Cell:
             return cells[mode]
@@ -812,6 +933,7 @@ async def _run(setup: Setup, admin: jetstream.JetStream, blob: bytes) -> Matrix:
             "spark range": asyncio.to_thread(
                 _spark_read, c("spark range"), setup.spark_urls, thread_gate
             ),
+            **{mode: read_loop(c(mode), looping[mode], mode, moments) for mode in loops},
         }
         try:
             for mode, runner in runners.items():
@@ -822,12 +944,19 @@ async def _run(setup: Setup, admin: jetstream.JetStream, blob: bytes) -> Matrix:
             ]
             tasks += pubs
             await _warm_up(cells)
+            # The loops of the later moments make no call from now until theirs.
+            moments.pause.set()
+            await moments.all_parked(STEP_BOUND)
 
             def started() -> None:
                 gate.set()
                 thread_gate.set()
 
-            steps = await _disrupt(setup, admin, started)
+            steps = await _disrupt(setup, admin, started, moments)
+            for mode in loops:
+                cells[mode].lost = await lost_acks(
+                    cells[mode], looping[mode], steps[0].down, STEP_BOUND
+                )
             await asyncio.sleep(TAIL)
             # Every id up to the ones acked by now must come; the publishers go on
             # meanwhile (a fetch returns once its batch is full).
@@ -837,10 +966,16 @@ async def _run(setup: Setup, admin: jetstream.JetStream, blob: bytes) -> Matrix:
             async with asyncio.timeout(STEP_BOUND * 2):
                 await asyncio.gather(*pubs)
             acked, kv_acked = set(range(mark[0])), set(range(mark[1]))
+            left = await asyncio.gather(*(settled(looping[mode]) for mode in loops))
+            for mode, pending in zip(loops, left, strict=True):
+                cells[mode].left = pending
+            stranded_naks = nc.stats.stranded_naks
         finally:
             gate.set()
             thread_gate.set()
             stop.set()
+            moments.hit.set()
+            moments.back.set()
             for t in tasks:
                 if t.get_name() != "matrix spark range":
                     t.cancel()
@@ -861,6 +996,8 @@ async def _run(setup: Setup, admin: jetstream.JetStream, blob: bytes) -> Matrix:
         kv_acked,
         publisher.errors + kv_publisher.errors,
         reported,
+        acked_at=publisher.acked_at,
+        stranded_naks=stranded_naks,
     )
 
 

@@ -25,6 +25,11 @@ Scenarios measured:
 Then the recovery matrix of issue 19 (``tests/faults/matrix.py``): every consumption mode
 against every disruption, each cell's recovery time (seconds from "the server answers
 again" to the mode's next message) against the 2 s target, and what failed in a cell.
+And the read loops of issue 35 (``tests/faults/loops.py``): ``next()`` and ``fetch(10)``
+loops started before the disruption, as it hits or right after the servers answer
+again, each one's lag (the slowest message, from the later of its publish and the
+servers answering again to its delivery) against the same target, with the messages
+the application's connection gave back (``stats.stranded_naks``) in each run.
 
 Run: ``.venv/bin/python -m tests.faults.report [--count N] [--matrix-only | --no-matrix]``.
 """
@@ -38,6 +43,7 @@ import time
 import jetstream
 from jetstream import ConsumerConfig, NoHeartbeatError, StreamConfig
 from jetstream.embedded import NatsCluster, NatsServer
+from tests.faults.loops import CALLS, MOMENTS, loop_mode, loop_modes
 from tests.faults.matrix import DISRUPTIONS, MODES, TARGET, Matrix, run_matrix
 from tests.faults.proxy import FaultProxy
 from tests.faults.test_cluster_consume import (
@@ -293,8 +299,49 @@ def matrix_lines(runs: dict[str, Matrix | BaseException]) -> list[str]:
         )
     lines.append(f"cells within {TARGET:g} s and passing: {within}/{total}")
     lines += ["steps:", *steps]
+    lines += loop_lines(runs, notes)
     if notes:
         lines += ["failed cells:", *notes]
+    return lines
+
+
+def loop_lines(runs: dict[str, Matrix | BaseException], notes: list[str]) -> list[str]:
+    """The read loops as text, like the matrix: a row per loop, a column per disruption
+    (``-`` where the run has no such loop), each cell its lag in seconds and a verdict;
+    then what each run gave back. A failed cell's problems go to ``notes``."""
+    col = max(14, *(len(d) for d in runs))
+    modes = [loop_mode(c, m) for m in MOMENTS for c in CALLS]
+    width = max(len(m) for m in modes)
+    lines = [
+        "",
+        f"read loops: seconds from the later of a message's publish and 'server answers"
+        f" again' to its delivery, the slowest (target {TARGET:g} s)",
+        f"{'loop':{width}}  " + "  ".join(f"{d:>{col}}" for d in runs),
+    ]
+    for mode in modes:
+        cells = []
+        for disruption, run in runs.items():
+            if isinstance(run, BaseException) or mode not in loop_modes(disruption):
+                cells.append(f"{'-':>{col}}")
+                continue
+            lag = run.lag(mode)
+            problems = run.problems(mode)
+            figure = "never" if lag is None else f"{lag:.2f}"
+            if problems:
+                verdict = "FAIL"
+                notes.append(f"  [{disruption} | {mode}] " + "; ".join(problems))
+            else:
+                verdict = "ok" if lag is not None and lag <= TARGET else "SLOW"
+            cells.append(f"{figure + ' ' + verdict:>{col}}")
+        lines.append(f"{mode:{width}}  " + "  ".join(cells))
+    for disruption, run in runs.items():
+        if isinstance(run, BaseException):
+            continue
+        lost = sum(run.cells[m].lost for m in loop_modes(disruption))
+        lines.append(
+            f"  {disruption}: {run.stranded_naks} message(s) given back by the application's"
+            f" connection (stats.stranded_naks); {lost} confirmed ack(s) the server lost"
+        )
     return lines
 
 

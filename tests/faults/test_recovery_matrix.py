@@ -6,6 +6,11 @@ one test per cell: nothing raised to the application, nothing acknowledged lost,
 duplicate and no disorder where the mode promises none, and the next message within
 ``STEP_BOUND`` seconds after each step. The recovery times are reported by ``make
 faults-report`` against the 2 s target, never asserted here.
+
+The read loops of issue 35 (``tests/faults/loops.py``) are cells too, with the moment the
+loop makes its call as a parameter: every acknowledged message within ``LAG_BOUND`` of the
+servers answering again, far below its consumer's 60 s ack_wait, and nothing left
+pending on the consumer.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.faults.loops import CALLS, LAG_BOUND, LOOPS, loop_mode
 from tests.faults.matrix import DISRUPTIONS, MODES, STEP_BOUND, Matrix, run_matrix
 
 
@@ -23,6 +29,15 @@ def _cells() -> list[object]:
         pytest.param(disruption, mode, id=f"{disruption}|{mode}")
         for disruption in DISRUPTIONS
         for mode in MODES
+    ]
+
+
+def _loop_cells() -> list[object]:
+    return [
+        pytest.param(disruption, call, moment, id=f"{disruption}|{call} loop|{moment}")
+        for disruption in DISRUPTIONS
+        for moment in LOOPS.get(disruption, ())
+        for call in CALLS
     ]
 
 
@@ -54,6 +69,18 @@ def test_cell(matrix: Callable[[str], Matrix], disruption: str, mode: str) -> No
     assert not problems, f"cell [{disruption} | {mode}]: " + "; ".join(problems)
     rec = run.recovery(mode)
     assert rec is not None and rec <= STEP_BOUND
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("disruption", "call", "moment"), _loop_cells())
+def test_loop(matrix: Callable[[str], Matrix], disruption: str, call: str, moment: str) -> None:
+    """A ``next()`` or ``fetch(10)`` loop whose call is made at ``moment``."""
+    run = matrix(disruption)
+    mode = loop_mode(call, moment)
+    problems = run.problems(mode)
+    assert not problems, f"loop [{disruption} | {mode}]: " + "; ".join(problems)
+    lag = run.lag(mode)
+    assert lag is not None and lag <= LAG_BOUND
 
 
 @pytest.mark.timeout(600)
