@@ -274,13 +274,14 @@ class _Fetch(_PullBase):
     async def _wait_for_leader(self, tries: int, end: float) -> None:
         """After a 503: a consumer that does not exist ends the fetch with
         ``ConsumerNotFoundError``; else wait a backoff before the next pull, or until
-        the consumer's new leader is announced (``_done`` completes)."""
+        the consumer's new leader is announced (``_done`` completes). The consumer's info
+        is asked after each 503 but waited for ``LEADER_INFO_WAIT`` at most: nobody
+        answers it while the consumer elects a leader."""
         c = self._consumer
         loop = self._loop
         left = end - loop.time()
-        if tries == 1 and left > 0.05:
+        if left > 0.05:
             try:
-                # Unanswered while the consumer elects a leader: not waited for long.
                 await c._js._api(
                     f"CONSUMER.INFO.{c.stream_name}.{c.name}",
                     None,
