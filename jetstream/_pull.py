@@ -547,10 +547,10 @@ class MessageStream(_PullBase, MessageReader):
     def stop(self) -> None:
         """Stop now: unsubscribe; what is buffered is given back at once (a nak, for a
         consumer that needs acks), as is what the pull requests still deliver."""
-        if self._acks:
-            for msg in self._buf:
-                give_back(msg)
-        super().stop()
+        buf = list(self._buf) if self._acks else []
+        super().stop()  # unsubscribed first: what is given back is not served here again
+        for msg in buf:
+            give_back(msg)
 
     # -- the reader side -----------------------------------------------------------------
 
