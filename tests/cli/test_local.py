@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs.test_cli_page import check_shown, console_sessions
+
 from .conftest import Cli
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -26,35 +28,27 @@ def default_port() -> Iterator[int]:
     yield port
 
 
-def _quick_start() -> tuple[str, list[list[str]]]:
-    """The README's quick start: the server command and the second terminal's commands."""
+def _quick_start() -> list[tuple[list[str], list[str]]]:
+    """The README's quick start: the second terminal's commands (after terminal 1's
+    ``jetstream server``), each with the output lines the README shows under it."""
     text = README.read_text()
     section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
-    commands = [
-        shlex.split(line.split(".venv/bin/jetstream", 1)[1])
-        for block in blocks
-        for line in block.splitlines()
-        if line.startswith(".venv/bin/jetstream")
-    ]
-    assert commands and commands[0] == ["server"], commands
-    return "server", commands[1:]
+    assert ".venv/bin/jetstream server\n" in section
+    return [(shlex.split(c)[1:], shown) for c, shown in console_sessions(section)]
 
 
 def test_the_readme_quick_start_as_written(cli: Cli, default_port: int) -> None:
     env = {"JETSTREAM_DEFAULT_PORT": str(default_port)}
-    server_cmd, commands = _quick_start()
-    assert len(commands) >= 4
-    server = cli.spawn(server_cmd, server=False, env=env)
+    steps = _quick_start()
+    assert len(steps) >= 4
+    server = cli.spawn("server", server=False, env=env)
     assert server.proc.stdout is not None
     first = server.proc.stdout.readline()
     assert f"nats://127.0.0.1:{default_port}" in first, first  # the default port, no fallback
     while "Ctrl-C" not in (line := server.proc.stdout.readline()):
         assert "export NATS_URL" not in line  # nothing to paste on the default port
-    outputs = [cli(*args, server=False, env=env).stdout for args in commands]
-    assert "ORDERS" in outputs[0]
-    assert "sequence 1" in outputs[1]
-    assert '{"id": 1}' in outputs[-1]
+    for args, shown in steps:
+        check_shown(shlex.join(args), shown, cli(*args, server=False, env=env).stdout)
     server.proc.send_signal(signal.SIGINT)
     assert "stopping" in server.wait().stdout
 

@@ -51,6 +51,11 @@ def run_command(command: str, shown: list[str], url: str) -> None:
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     printed = done.stdout + done.stderr
     assert done.returncode == 0, f"$ {command}\n{printed}"
+    check_shown(command, shown, printed)
+
+
+def check_shown(command: str, shown: list[str], printed: str) -> None:
+    """Every line shown under ``command`` is in what it ``printed`` (see the module)."""
     for line in shown:
         pieces = [piece.strip() for piece in line.split("...")]
         assert re.search(r"\S", pieces[0]), f"$ {command}: an empty shown line"
