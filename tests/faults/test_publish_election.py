@@ -42,51 +42,56 @@ def cluster() -> Iterator[NatsCluster]:
 
 
 async def test_msg_id_publishes_see_no_error_across_a_leader_kill(cluster: NatsCluster) -> None:
-    async with jetstream.connect(
-        cluster.urls, reconnect_time_wait=0.1, max_reconnect_attempts=-1
-    ) as nc:
-        js = nc.jetstream()
-        stream = await placed(
-            lambda: js.create_stream(
-                StreamConfig(name="EL", subjects=["el"], num_replicas=3, duplicate_window=300)
+    killed: list[int] = []
+    try:
+        async with jetstream.connect(
+            cluster.urls, reconnect_time_wait=0.1, max_reconnect_attempts=-1
+        ) as nc:
+            js = nc.jetstream()
+            stream = await placed(
+                lambda: js.create_stream(
+                    StreamConfig(name="EL", subjects=["el"], num_replicas=3, duplicate_window=300)
+                )
             )
-        )
-        info = await stream.info()
-        assert info.cluster is not None and info.cluster.leader
-        leader = next(
-            i for i, s in enumerate(cluster.servers) if s.server_name == info.cluster.leader
-        )
-        errors: list[BaseException] = []
-        done = 0
-        seqs: set[int] = set()
+            info = await stream.info()
+            assert info.cluster is not None and info.cluster.leader
+            leader = next(
+                i for i, s in enumerate(cluster.servers) if s.server_name == info.cluster.leader
+            )
+            errors: list[BaseException] = []
+            done = 0
+            seqs: set[int] = set()
 
-        async def publisher(k: int) -> None:
-            nonlocal done
-            for i in range(k, N, TASKS):
-                try:
-                    ack = await js.publish("el", b"%d" % i, msg_id=f"el-{i}", timeout=20)
-                except jetstream.NatsError as exc:  # what the application would see
-                    errors.append(exc)
-                    continue
-                seqs.add(ack.seq)
-                done += 1
+            async def publisher(k: int) -> None:
+                nonlocal done
+                for i in range(k, N, TASKS):
+                    try:
+                        ack = await js.publish("el", b"%d" % i, msg_id=f"el-{i}", timeout=20)
+                    except jetstream.NatsError as exc:  # what the application would see
+                        errors.append(exc)
+                        continue
+                    seqs.add(ack.seq)
+                    done += 1
 
-        tasks = [asyncio.create_task(publisher(k)) for k in range(TASKS)]
-        async with asyncio.timeout(240):
-            while done < N // 4:
-                await asyncio.sleep(0.05)
-            at_kill = done
-            await asyncio.to_thread(cluster.kill, leader)
-            await asyncio.gather(*tasks)
-        assert at_kill < N  # the kill came in the middle of the run
-        assert errors == [], f"{len(errors)} errors reached the application: {errors[:3]}"
-        assert done == N
-        state = (await (await js.stream("EL")).info()).state
-        assert state.messages == N  # nothing lost, nothing stored twice
-        assert len(seqs) == N
-        after = await (await js.stream("EL")).info()
-        assert after.cluster is not None and after.cluster.leader != info.cluster.leader
-    await asyncio.to_thread(cluster.restart, leader)
+            tasks = [asyncio.create_task(publisher(k)) for k in range(TASKS)]
+            async with asyncio.timeout(240):
+                while done < N // 4:
+                    await asyncio.sleep(0.05)
+                at_kill = done
+                killed.append(leader)
+                await asyncio.to_thread(cluster.kill, leader)
+                await asyncio.gather(*tasks)
+            assert at_kill < N  # the kill came in the middle of the run
+            assert errors == [], f"{len(errors)} errors reached the application: {errors[:3]}"
+            assert done == N
+            state = (await (await js.stream("EL")).info()).state
+            assert state.messages == N  # nothing lost, nothing stored twice
+            assert len(seqs) == N
+            after = await (await js.stream("EL")).info()
+            assert after.cluster is not None and after.cluster.leader != info.cluster.leader
+    finally:  # the next test gets the whole cluster back, whatever happened here
+        for i in killed:
+            await asyncio.to_thread(cluster.restart, i)
 
 
 async def _leader_index(js: JetStream, name: str) -> int:
