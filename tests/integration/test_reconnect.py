@@ -272,6 +272,8 @@ async def test_cluster_discovery_and_failover(cluster: NatsCluster) -> None:
     try:
         await wait_for(lambda: len(nc.servers) == 3)
         assert sorted(nc.servers) == sorted(cluster.urls)
+        async with asyncio.timeout(10):  # the servers it learnt were told to the application
+            await discovered.wait()
         sub = await sub_client.subscribe("fail.over")
         await sub_client.flush()
         await asyncio.to_thread(cluster.kill, 0)
