@@ -260,7 +260,7 @@ async def test_push_ordered_consumer(js: JetStream) -> None:
     assert got == list(range(3000))
     assert oc.resets >= 1
     assert any(isinstance(e, NoHeartbeatError) for e in errors)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="a push-based ordered consumer is read with messages"):
         await oc.next(timeout=1)
 
 
@@ -413,10 +413,12 @@ async def test_take_runs_reads_a_stream_of_runs_only(js: JetStream) -> None:
     await publish_many(js, "oraw", 3)
     oc = await s.ordered_consumer()
     async with oc.messages() as it:
-        with pytest.raises(TypeError):
+        with pytest.raises(
+            TypeError, match="take_runs\\(\\) reads an ordered stream made with runs=True"
+        ):
             await it.take_runs(1.0)
     async with OrderedStream(oc, PullOptions(batch=10, expires=5.0), runs=True) as runs:
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError, match="an ordered stream of runs is read with take_runs"):
             await runs.take_many(1.0)
         got: list[MsgRun] = []
         async with asyncio.timeout(10):
@@ -426,7 +428,7 @@ async def test_take_runs_reads_a_stream_of_runs_only(js: JetStream) -> None:
         assert [op.payload for run in got for op in run.ops(Msg)] == [b"0", b"1", b"2"]
         assert runs.pending == 0
     push = await s.ordered_consumer(push=True)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="a push-based ordered consumer is not read in runs"):
         async with OrderedStream(push, PullOptions(), runs=True) as runs:
             await runs.take_runs(1.0)
 

@@ -118,7 +118,7 @@ async def test_bucket_management_and_errors(js: JetStream) -> None:
         await js.create_key_value(bucket="a b")
     with pytest.raises(ValueError, match="history"):
         await js.create_key_value(bucket="h", history=65)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="give a KeyValueConfig or keywords, not both"):
         await js.create_key_value(KeyValueConfig(bucket="x"), history=2)
     with pytest.raises(TypeError, match="bucket='named'"):  # a name where the config goes
         await js.create_key_value("named")  # type: ignore[arg-type]

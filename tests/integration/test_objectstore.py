@@ -140,7 +140,7 @@ async def test_put_sources(obs: ObjectStore, tmp_path: Path) -> None:
     assert (await obs.info("path")).chunks == 4
     await obs.put_file("path2", str(path))
     assert await obs.get_bytes("path2") == data
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"put got a str: pass a pathlib\.Path"):
         await obs.put("text", "not bytes")  # type: ignore[arg-type]
 
     async def agen() -> AsyncIterator[bytes]:
