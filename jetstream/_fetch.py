@@ -256,13 +256,14 @@ class _Fetch(_PullBase):
 
     def _leave(self, returned: bool, cancelled: bool) -> None:
         """End: unsubscribe, unless the requests made may still deliver (a consumer that
-        needs acks): then the inbox lingers until they have, or, for a cancelled fetch,
-        is cut (``_stranded.Leftover``). What was received and not returned (cancelled,
-        or an error raised) is given back."""
+        needs acks): then the inbox lingers until they have, or, for a cancelled fetch or
+        a request still in the reconnect buffer (the UNSUB follows it there), is cut
+        (``_stranded.Leftover``). What was received and not returned (cancelled, or an
+        error raised) is given back."""
         owed = self._asked - self.received - self._ended
         left = self._leftover(owed, self._live)
         if left is not None:
-            if cancelled:
+            if cancelled or self._buffered:
                 left.cut()
             else:
                 left.linger(self._expiry + LINGER_MARGIN)
