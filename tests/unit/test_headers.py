@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from jetstream.errors import BadHeaderError, ProtocolError
@@ -410,12 +410,27 @@ def test_round_trip_of_headers_built_with_add(pairs: list[tuple[str, str]]) -> N
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=4))
-def test_encode_never_emits_a_bad_block(data: dict[str, str]) -> None:
+@given(
+    st.one_of(
+        # anything: mostly refused
+        st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=4).map(
+            lambda d: (d, False)
+        ),
+        # valid keys and values (spaces and tabs around values too): always taken
+        st.dictionaries(keys, st.text(alphabet=value_chars, max_size=6), max_size=4).map(
+            lambda d: (d, True)
+        ),
+    )
+)
+def test_encode_never_emits_a_bad_block(drawn: tuple[dict[str, str], bool]) -> None:
+    data, valid = drawn
     try:
         block = encode_headers(data)
     except BadHeaderError:
+        event("refused")
+        assert not valid, f"valid headers refused: {data!r}"
         return
+    event("encoded")
     _, _, parsed = parse_headers(block)
     assert parsed == {k: v.strip(" \t") for k, v in data.items()}
 

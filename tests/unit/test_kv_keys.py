@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from jetstream.errors import BadNameError
@@ -18,6 +18,7 @@ from jetstream.kv.entry import operation_of
 from jetstream.protocol.headers import Headers
 
 KEY_CHARS = "abcXYZ019-/_="
+BUCKET_CHARS = "abcXYZ019-_"
 
 
 @pytest.mark.parametrize(
@@ -65,13 +66,31 @@ def test_tokens_joined_by_dots_are_keys(tokens: list[str]) -> None:
 
 
 @settings(deadline=None)
-@given(st.text(max_size=20))
-def test_validation_never_raises_anything_else(key: str) -> None:
+@given(
+    st.one_of(
+        st.text(max_size=20).map(lambda k: (k, "any")),  # mostly refused
+        st.lists(st.text(KEY_CHARS, min_size=1, max_size=8), min_size=1, max_size=5).map(
+            lambda tokens: (".".join(tokens), "key")
+        ),
+        st.text(BUCKET_CHARS, min_size=1, max_size=20).map(lambda b: (b, "bucket")),
+    )
+)
+def test_validation_never_raises_anything_else(drawn: tuple[str, str]) -> None:
+    key, kind = drawn
+    # what each kind of input must pass: a bucket name is a valid key and filter too
+    takes = {
+        "any": (),
+        "key": ("validate_key", "validate_key_filter"),
+        "bucket": ("validate_key", "validate_key_filter", "validate_bucket"),
+    }[kind]
     for check in (validate_key, validate_key_filter, validate_bucket):
         try:
             check(key)
         except BadNameError:
-            pass
+            event(f"{check.__name__}: refused")
+            assert check.__name__ not in takes, f"{check.__name__} refused the {kind} {key!r}"
+        else:
+            event(f"{check.__name__}: taken")
 
 
 def test_operation_from_headers() -> None:
