@@ -73,8 +73,10 @@ async def test_cancelled_leaves_nothing_behind(nc: Client) -> None:
     await nc.flush()
     msgs = [JsMsg("work", f"sink.{i}", b"", _client=nc) for i in range(20)]
     task = asyncio.create_task(ack_sync_all(msgs, timeout=30))
-    await asyncio.sleep(0.2)
-    assert in_flight(nc) == 20
+    async with asyncio.timeout(10):  # every ack out and awaited
+        while in_flight(nc) < 20:
+            await asyncio.sleep(0.01)
+    assert in_flight(nc) == 20 and not task.done()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

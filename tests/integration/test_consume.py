@@ -433,8 +433,20 @@ async def test_take_runs_reads_a_stream_of_runs_only(js: JetStream) -> None:
             await runs.take_runs(1.0)
 
 
+def _delivered(server: NatsServer, stream: str, consumer: str) -> int:
+    """How many messages the server has delivered to ``consumer``, read from its
+    monitoring endpoint: no event loop needed, so it can be read while the loop is held."""
+    jsz = server.monitor("jsz", accounts=True, streams=True, consumers=True)
+    for account in jsz.get("account_details", []):
+        for info in account.get("stream_detail", []):
+            for c in info.get("consumer_detail", []) if info["name"] == stream else []:
+                if c["name"] == consumer:
+                    return int(c["delivered"]["consumer_seq"])
+    return 0
+
+
 async def test_a_refill_goes_out_while_the_reader_still_takes_from_its_buffer(
-    js: JetStream,
+    js: JetStream, nats_server: NatsServer
 ) -> None:
     # A reader working through its buffer does not give the loop a turn. The pull that
     # tops the buffer up must be on the wire at once, not when the reader next waits,
@@ -450,10 +462,15 @@ async def test_a_refill_goes_out_while_the_reader_still_takes_from_its_buffer(
         # past the refill threshold (half the batch), with no wait
         got = [first, *[await it.__anext__() for _ in range(59)]]
         assert it.pending == 40
-        # the loop is held on purpose: only a pull already written is answered meanwhile
-        time.sleep(1.0)  # noqa: ASYNC251
-        for _ in range(5):
-            await asyncio.sleep(0)
-        # the 40 left, and the 50 the refill asked for when 50 were left
+        # the loop is held on purpose: only a pull already written is answered meanwhile,
+        # and the server says when it has sent the 50 of the refill
+        deadline = time.monotonic() + 10
+        while _delivered(nats_server, "RF", "rf") < 150 and time.monotonic() < deadline:
+            time.sleep(0.02)  # noqa: ASYNC251
+        assert _delivered(nats_server, "RF", "rf") == 150
+        # the 40 left, and the 50 the refill asked for when 50 were left, once read
+        async with asyncio.timeout(10):
+            while it.pending < 90:
+                await asyncio.sleep(0.01)
         assert it.pending == 90
         assert [int(m.data) for m in got] == list(range(60))
