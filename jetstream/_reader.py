@@ -234,4 +234,7 @@ class ConsumeContext:
 
     async def __aexit__(self, *exc: object) -> None:
         self.stop()
+        if isinstance(exc[1], asyncio.CancelledError):
+            # the caller is cancelled: so is a handler still running, else it waits on it
+            self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
