@@ -29,6 +29,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@ $(DEMO_STAMP)
 
+# Go and Debian's nats.go sources, for the benchmarks' native anchor and its tests: Debian's
+# packages, installed by apt-get when missing (as root, as on this project's machines).
+GO_STAMP := $(VENV)/.installed-go
+$(GO_STAMP): | $(BIN)/python
+	@if command -v go >/dev/null && [ -d /usr/share/gocode/src/github.com/nats-io/nats.go ]; then :; \
+	else apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends golang-go golang-github-nats-io-go-nats-dev; fi
+	touch $@
+
 demo: $(DEMO_STAMP)
 	$(BIN)/python -m jetstream demo
 
@@ -45,7 +54,7 @@ types: $(STAMP)
 	$(BIN)/mypy --strict jetstream
 	$(BIN)/mypy --strict examples
 
-test: lint types
+test: lint types $(GO_STAMP)
 	$(BIN)/python -m pytest -q
 
 unit: $(STAMP)
@@ -72,7 +81,7 @@ bench-python: $(STAMP) $(if $(BENCH_PYTHON),$(BSTAMP))
 
 # The same workloads with the Go client (benchmarks/native, built offline against Debian's
 # nats.go); without Go it says the native column is skipped and succeeds.
-bench-native: $(STAMP)
+bench-native: $(STAMP) $(GO_STAMP)
 	$(BIN)/python -m benchmarks.bench_native
 
 # The performance page's chart and table, from one run of every client benchmark and the
