@@ -25,24 +25,13 @@ from .errors import TimeoutError as NatsTimeoutError
 from .protocol.headers import NATS_NUM_PENDING
 from .stream import Stream, StreamMsg, _direct_msg, _status_error
 
-__all__ = ["LastMsgs", "subject_matches"]
+__all__ = ["LastMsgs"]
 
 #: subjects named in one multi-last request after a 413 (the server's cap is 1,024)
 _CHUNK = 512
 #: subjects read one by one a page, without direct gets
 _API_PAGE = 64
 _UP_TO_SEQUENCE = "Nats-UpTo-Sequence"
-
-
-def subject_matches(pattern: str, subject: str) -> bool:
-    """Whether the literal ``subject`` matches the filter ``pattern`` (``*``, ``>``)."""
-    p, s = pattern.split("."), subject.split(".")
-    for i, token in enumerate(p):
-        if token == ">":
-            return len(s) > i
-        if i >= len(s) or (token != "*" and token != s[i]):
-            return False
-    return len(p) == len(s)
 
 
 class LastMsgs:

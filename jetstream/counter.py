@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from ._lastmsgs import LastMsgs, subject_matches
+from ._lastmsgs import LastMsgs
 from .errors import (
     BadSubjectError,
     CounterDisabledError,
@@ -35,7 +35,7 @@ from .errors import (
     CounterNotFoundError,
     MessageNotFoundError,
 )
-from .protocol.subjects import validate_subject
+from .protocol.subjects import subject_matches, validate_subject
 
 if TYPE_CHECKING:
     from .api import PubAck

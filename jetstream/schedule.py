@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ._lastmsgs import LastMsgs, subject_matches
+from ._lastmsgs import LastMsgs
 from ._schedspec import cron_problem, format_at, go_duration, parse_at, parse_go_duration
 from .errors import BadSubjectError, InvalidScheduleError, StreamNotFoundError
 from .protocol.headers import (
@@ -38,7 +38,7 @@ from .protocol.headers import (
     Headers,
     HeadersLike,
 )
-from .protocol.subjects import validate_subject
+from .protocol.subjects import subject_matches, validate_subject
 
 if TYPE_CHECKING:
     from .api import PubAck, StreamConfig

@@ -31,6 +31,7 @@ __all__ = [
     "Nuid",
     "new_inbox",
     "next_nuid",
+    "subject_matches",
     "validate_queue",
     "validate_subject",
     "validate_subscribe_subject",
@@ -78,6 +79,18 @@ def _check_tokens(subject: str, wildcards: bool) -> str | None:
             if token == ">" and i != last:
                 return "has '>' before the last token ('>' must be the last token)"
     return None
+
+
+def subject_matches(pattern: str, subject: str) -> bool:
+    """Whether the literal ``subject`` matches the filter ``pattern`` (``*`` one token,
+    ``>`` one or more at the end)."""
+    p, s = pattern.split("."), subject.split(".")
+    for i, token in enumerate(p):
+        if token == ">":
+            return len(s) > i
+        if i >= len(s) or (token != "*" and token != s[i]):
+            return False
+    return len(p) == len(s)
 
 
 def validate_subject(subject: str) -> None:

@@ -18,6 +18,7 @@ import msgspec
 
 from ..errors import BadHeaderError, NatsError, StreamNotFoundError
 from ..protocol.headers import NATS_MSG_ID, Headers, encode_headers, parse_headers
+from ..protocol.subjects import subject_matches
 from ._common import ConnectSpec, SparkConfigError, SparkWriteError
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ __all__ = [
     "check_stream",
     "check_value_type",
     "is_payload_type",
-    "subject_matches",
     "write_batches",
 ]
 
@@ -106,19 +106,6 @@ class PartitionResult:
     duplicates: int = 0
     first_seq: int = 0
     last_seq: int = 0
-
-
-def subject_matches(pattern: str, subject: str) -> bool:
-    """True if ``subject`` matches a stream subject ``pattern`` (``*`` one token, ``>``
-    one or more at the end)."""
-    p = pattern.split(".")
-    s = subject.split(".")
-    for i, token in enumerate(p):
-        if token == ">":
-            return len(s) > i
-        if i >= len(s) or (token != "*" and token != s[i]):
-            return False
-    return len(p) == len(s)
 
 
 def _check_id(msg_id: str) -> None:

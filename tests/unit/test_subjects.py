@@ -16,6 +16,7 @@ from jetstream.protocol.subjects import (
     Nuid,
     new_inbox,
     next_nuid,
+    subject_matches,
     validate_queue,
     validate_subject,
     validate_subscribe_subject,
@@ -340,3 +341,21 @@ def test_new_inbox_custom_prefix() -> None:
     assert inbox.startswith("_INBOX.app.7.")
     assert NUID_RE.fullmatch(inbox.rsplit(".", 1)[1])
     validate_subject(inbox)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "subject", "matches"),
+    [
+        ("a.b", "a.b", True),
+        ("a.b", "a.c", False),
+        ("a.*", "a.b", True),
+        ("a.*", "a.b.c", False),
+        ("a.>", "a.b.c", True),
+        ("a.>", "a", False),
+        ("*.b", "a.b", True),
+        ("a.b.c", "a.b", False),
+        (">", "x", True),
+    ],
+)
+def test_subject_matches_a_filter(pattern: str, subject: str, matches: bool) -> None:
+    assert subject_matches(pattern, subject) is matches
