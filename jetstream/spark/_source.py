@@ -44,12 +44,13 @@ sequence), ``timestamp`` (when the message was stored).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as _dt
 import queue
 import threading
 import time
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
     from jetstream import Client, OrderedConsumer
     from jetstream.api import StreamState
     from jetstream.protocol.ops import MsgRun
+    from jetstream.stream import Stream
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -184,15 +186,30 @@ def _missing(opts: _Options) -> SparkConfigError:
     )
 
 
-async def _bounds(opts: _Options) -> tuple[int, int]:
-    """(where a read starts, the stream's last sequence + 1), checking the stream exists."""
+@contextlib.asynccontextmanager
+async def _stream(opts: _Options) -> AsyncIterator[Stream]:
+    """The stream on a connection of its own (closed on leaving); a missing stream is a
+    ``SparkConfigError`` naming it."""
     nc = await opts.conn.connect()
     try:
-        js = opts.conn.jetstream(nc)
         try:
-            stream = await js.stream(opts.stream)
+            stream = await opts.conn.jetstream(nc).stream(opts.stream)
         except StreamNotFoundError:
             raise _missing(opts) from None
+        yield stream
+    finally:
+        await nc.close()
+
+
+async def _latest(opts: _Options) -> int:
+    """The stream's last sequence + 1."""
+    async with _stream(opts) as stream:
+        return stream.cached_info.state.last_seq + 1
+
+
+async def _bounds(opts: _Options) -> tuple[int, int]:
+    """(where a read starts, the stream's last sequence + 1), checking the stream exists."""
+    async with _stream(opts) as stream:
         state = stream.cached_info.state
         latest = state.last_seq + 1
         if opts.start_seq is not None:
@@ -212,8 +229,6 @@ async def _bounds(opts: _Options) -> tuple[int, int]:
             return (msgs[0].metadata.sequence.stream if msgs else latest), latest
         finally:
             await oc.delete()
-    finally:
-        await nc.close()
 
 
 class _RangeReader:
@@ -449,7 +464,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Fix the end of an ``availableNow`` run: what the stream holds now."""
-        _, self._target = run_sync(_bounds(self.opts))
+        self._target = run_sync(_latest(self.opts))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limits = self.opts.limits
@@ -468,12 +483,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     async def _plan(self, start: dict[str, int], read_all: bool) -> dict[str, int]:
         o = self.opts
-        nc = await o.conn.connect()
-        try:
-            try:
-                stream = await o.conn.jetstream(nc).stream(o.stream)
-            except StreamNotFoundError:
-                raise _missing(o) from None
+        async with _stream(o) as stream:
             state = stream.cached_info.state
             self._latest = state.last_seq + 1
             p = plan(
@@ -489,8 +499,6 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if o.limits.max_bytes and not read_all and p.end > p.first:
                 end = await bytes_end(stream, o.subjects, p.first, p.end, o.limits.max_bytes)
                 p = dataclasses.replace(p, end=end)
-        finally:
-            await nc.close()
         offset = p.offset(start)
         if offset != start:
             self._last_batch = time.monotonic()
