@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import errors
+from . import errors, service
 from ._version import __version__
 from .api import (
     AccountInfo,
@@ -59,6 +59,9 @@ from .errors import (
     ProtocolError,
     ScheduleError,
     ScheduleRefusedError,
+    ServiceConfigError,
+    ServiceError,
+    ServiceResponseError,
     SlowConsumerError,
     StreamNotFoundError,
     TimeoutError,
@@ -86,6 +89,7 @@ from .objectstore import (
 from .ordered import OrderedConsumer
 from .protocol.headers import Headers
 from .schedule import Schedule, ScheduledMessage
+from .service import EndpointConfig, GroupConfig, Request, Service, ServiceConfig
 from .stream import Stream, StreamMsg
 
 __all__ = [
@@ -114,7 +118,9 @@ __all__ = [
     "DigestMismatchError",
     "DiscardPolicy",
     "DisconnectedError",
+    "EndpointConfig",
     "EventKind",
+    "GroupConfig",
     "Headers",
     "InvalidScheduleError",
     "JetStream",
@@ -157,11 +163,17 @@ __all__ = [
     "ProtocolError",
     "PubAck",
     "ReplayPolicy",
+    "Request",
     "RetentionPolicy",
     "Schedule",
     "ScheduleError",
     "ScheduleRefusedError",
     "ScheduledMessage",
+    "Service",
+    "ServiceConfig",
+    "ServiceConfigError",
+    "ServiceError",
+    "ServiceResponseError",
     "SlowConsumerError",
     "Statistics",
     "StorageType",
@@ -179,4 +191,5 @@ __all__ = [
     "connect",
     "errors",
     "make_ssl_context",
+    "service",
 ]

@@ -3,7 +3,8 @@
 ``Client`` is the core client (``jetstream.core``, which knows nothing of
 JetStream) with ``jetstream()``. ``JetStream``, what that returns, is the JetStream
 context (``jetstream.js``) with the bucket management of the views built on it,
-``jetstream.kv`` and ``jetstream.objectstore``. No module of the layers below
+``jetstream.kv`` and ``jetstream.objectstore``. ``add_service()`` starts a service
+(``jetstream.service``, built on the core client alone). No module of the layers below
 imports this one.
 """
 
@@ -17,6 +18,7 @@ from .js import JetStreamContext
 from .kv.manager import KeyValueManager
 from .objectstore.manager import ObjectStoreManager
 from .schedule import Schedules
+from .service import Service, ServiceConfig, start_service
 
 __all__ = ["Client", "JetStream", "connect"]
 
@@ -36,8 +38,22 @@ class JetStream(JetStreamContext, KeyValueManager, ObjectStoreManager, Schedules
 class Client(CoreClient):
     """A connection to a NATS system. Make one with ``await jetstream.connect(...)``.
 
-    The core client (``jetstream.core.client.Client``) with ``jetstream()``.
+    The core client (``jetstream.core.client.Client``) with ``jetstream()`` and
+    ``add_service()``.
     """
+
+    async def add_service(self, config: ServiceConfig) -> Service:
+        """Start a service on this connection (ADR-32; see ``jetstream.service``).
+
+        The whole ``config`` is checked first; then the service subscribes its
+        discovery subjects (``$SRV.PING|INFO|STATS``, ``.<name>``, ``.<name>.<id>``) and
+        its endpoints. Stop it with ``await service.stop()`` (or ``async with``).
+
+        Raises:
+            ServiceConfigError: a name, the version, a queue group or metadata is invalid.
+            BadSubjectError: a group prefix or endpoint subject is invalid.
+        """
+        return await start_service(self, config)
 
     def jetstream(
         self,

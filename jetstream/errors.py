@@ -77,6 +77,9 @@ __all__ = [
     "RequiredApiLevelError",
     "ScheduleError",
     "ScheduleRefusedError",
+    "ServiceConfigError",
+    "ServiceError",
+    "ServiceResponseError",
     "SlowConsumerError",
     "StaleConnectionError",
     "StreamNameInUseError",
@@ -570,3 +573,20 @@ class CounterRefusedError(CounterError, JetStreamApiError, err_codes=(10169, 101
 class CounterDisabledError(CounterRefusedError, err_codes=(10168,)):
     """The stream has no ``allow_msg_counter``: the server refused a ``Nats-Incr``, or
     ``js.counter()`` found it so before sending anything."""
+
+
+class ServiceError(NatsError):
+    """Root of the errors of the services API (``jetstream.service``, ADR-32)."""
+
+
+class ServiceConfigError(ServiceError, ValueError):
+    """A service or endpoint name, a version or a queue group is invalid; nothing was sent."""
+
+
+class ServiceResponseError(ServiceError):
+    """A service answered a request with an error (its ``Nats-Service-Error-Code`` and
+    ``Nats-Service-Error`` headers): ``code``, ``description`` and the payload ``data``."""
+
+    def __init__(self, subject: str, code: int, description: str, data: bytes = b"") -> None:
+        super().__init__(f"the service on {subject!r} answered error {code}: {description}")
+        self.subject, self.code, self.description, self.data = subject, code, description, data

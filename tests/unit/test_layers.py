@@ -13,6 +13,7 @@ The layers, bottom to top (a module may import its own layer and those below):
     base          _version (imports nothing), errors (imports nothing of the package)
     protocol      protocol/: sans-IO wire format; no asyncio, socket, ssl or selectors
     core          core/: the NATS connection and client; knows nothing of JetStream
+    services      service/: ADR-32 services, built on the core client alone
     jetstream     api/ and the modules at the top of the package: the JetStream context,
                   streams, consumers, pull, push, ordered, publishing, advisories
     views         kv/, objectstore/: built on the JetStream context
@@ -46,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("jetstream._version", "jetstream.errors")),
     ("protocol", ("jetstream.protocol",)),
     ("core", ("jetstream.core",)),
+    ("services", ("jetstream.service",)),
     ("jetstream", ("jetstream.api",)),
     ("views", ("jetstream.kv", "jetstream.objectstore")),
     ("facade", ("jetstream", "jetstream.client")),
@@ -310,5 +312,6 @@ def test_checker_places_modules_in_layers() -> None:
     assert layer_of("jetstream.client") == "facade"
     assert layer_of("jetstream") == "facade"
     assert layer_of("jetstream.kv.bucket") == "views"
+    assert layer_of("jetstream.service.api") == "services"
     with pytest.raises(AssertionError, match="no layer"):
         layer_of("jetstream.newfolder.thing")
