@@ -1,11 +1,12 @@
 """The command line, ``python -m jetstream`` (or ``jetstream`` with the ``cli`` extra).
 
 Verbs shaped like the nats CLI's: ``server``, ``demo``, ``pub``, ``sub``, ``req``,
-``reply``, ``stream``, ``consumer``, ``kv``, ``counter``, ``obj`` and ``bench``; ``--help`` on each
-lists its options. Expected failures (a server that cannot be reached, a missing
-stream or key, a bad subject, a missing file...) print ``error: <one line>`` on stderr
-and exit with status 1; usage errors exit with 2; Ctrl-C exits with 130 and SIGTERM
-with 143, both after closing the connection. No output ever shows a password or token.
+``reply``, ``stream``, ``consumer``, ``kv``, ``counter``, ``service``, ``obj`` and
+``bench``; ``--help`` on each lists its options. Expected failures (a server that cannot
+be reached, a missing stream or key, a bad subject, a missing file...) print
+``error: <one line>`` on stderr and exit with status 1; usage errors exit with 2; Ctrl-C
+exits with 130 and SIGTERM with 143, both after closing the connection. No output ever
+shows a password or token.
 
 rich (the ``cli`` extra) is optional: see ``jetstream.cli._output``.
 """

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import _bench, _core, _counter, _kv, _obj, _streams
+from . import _bench, _core, _counter, _kv, _obj, _service, _streams
 from ._session import DEFAULT_PORT, DEFAULT_URL, ENV
 from ._util import parse_duration, parse_header, parse_size
 
@@ -412,6 +412,27 @@ def _counter_verbs(t: _Tree, commands: Any) -> None:
     p.add_argument("--raw", action="store_true", help="print the totals only")
 
 
+def _service_verbs(t: _Tree, commands: Any) -> None:
+    g = t.group(commands, "service", "services (ADR-32) answering on $SRV, of any client")
+
+    def wait(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--wait", type=float, default=1.0, metavar="SECONDS", help="gather answers this long"
+        )
+
+    p = t.verb(g, "ls", "list the services that answer", _service.cmd_service_ls, aliases=("list",))
+    p.add_argument("name", nargs="?", help="only the instances of this service")
+    wait(p)
+    p = t.verb(g, "info", "a service's description and endpoints", _service.cmd_service_info)
+    p.add_argument("name")
+    p.add_argument("id", nargs="?", help="one instance only")
+    wait(p)
+    p = t.verb(g, "stats", "a service's requests, errors and times", _service.cmd_service_stats)
+    p.add_argument("name")
+    p.add_argument("id", nargs="?", help="one instance only")
+    wait(p)
+
+
 def _obj_verbs(t: _Tree, commands: Any) -> None:
     g = t.group(commands, "obj", "object store buckets")
     p = t.verb(g, "add", "create a bucket", _obj.cmd_obj_add, aliases=("create-bucket",))
@@ -520,6 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
     _consumer_verbs(t, commands)
     _kv_verbs(t, commands)
     _counter_verbs(t, commands)
+    _service_verbs(t, commands)
     _obj_verbs(t, commands)
     _bench_verb(t, commands)
     return parser
