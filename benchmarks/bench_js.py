@@ -6,8 +6,12 @@ Workloads (one embedded nats-server, memory storage):
 - sync publish: N publishes each waiting for its PubAck;
 - publish_async: N pipelined publishes with at most ``WINDOW`` (256) acks outstanding,
   then waiting for every ack;
-- fetch+ack: N stored messages pulled in batches of 100 and 500, each acked (ours: the
-  batch's acks formatted together by ``ack_all``; the others: a call a message);
+- fetch+ack: N stored messages pulled in batches of 100 and 500, each acked with one
+  ``await msg.ack()`` a message, as users write it: the headline rows, the same code for
+  every client (nats.go's ``m.Ack()`` a message too);
+- fetch+ack_all: the same, ours only, each batch acked by ``jetstream.ack_all(msgs)`` (the
+  batch's acks formatted together into one buffered write); the other clients have no
+  such call (nats.go neither), so they are n/a there;
 - fetch+ack_sync batch 500: the same in batches of 500, each message acked with a
   confirmed ack, the 500 confirmations awaited together (ours: ``ack_sync_all``, one
   wait for the batch; the Python peers: their per-message call, gathered; nats.go: a
@@ -109,7 +113,12 @@ class Ours:
         await self.js.publish_async_complete(timeout=120)
         return time.perf_counter() - t0
 
-    async def fetch_ack(self, n: int, batch: int, confirmed: bool = False) -> float:
+    async def fetch_ack(
+        self, n: int, batch: int, confirmed: bool = False, ack_all: bool = False
+    ) -> float:
+        """Fetch ``n`` messages ``batch`` at a time and ack each: one ``await msg.ack()``
+        a message (the headline), with ``ack_all`` a ``jetstream.ack_all`` a batch, with
+        ``confirmed`` a ``jetstream.ack_sync_all`` a batch."""
         await self.fresh_stream(n)
         stream = await self.js.stream("BENCH")
         c = await stream.create_consumer(ConsumerConfig(durable_name="b", max_ack_pending=-1))
@@ -119,8 +128,11 @@ class Ours:
             msgs = await c.fetch(min(batch, n - got), expires=5)
             if confirmed:
                 await jetstream.ack_sync_all(msgs)
-            else:
+            elif ack_all:
                 await jetstream.ack_all(msgs)
+            else:
+                for m in msgs:
+                    await m.ack()
             got += len(msgs)
         await self.nc.flush()
         return time.perf_counter() - t0
@@ -290,6 +302,7 @@ async def main_async(args: Any) -> list[Measurement]:
             def workloads(impl: Any) -> list[Workload]:
                 has = partial(hasattr, impl)
                 push = isinstance(impl, Ours | Theirs)
+                ours = isinstance(impl, Ours)
                 return [
                     ("sync publish", n // 10, lambda: impl.sync_publish(n // 10)),
                     (
@@ -297,8 +310,20 @@ async def main_async(args: Any) -> list[Measurement]:
                         n,
                         (lambda: impl.async_publish(n)) if has("async_publish") else None,
                     ),
+                    # the headline: one ``await msg.ack()`` a message, every client
                     ("fetch+ack batch 100", n, lambda: impl.fetch_ack(n, 100)),
                     ("fetch+ack batch 500", n, lambda: impl.fetch_ack(n, 500)),
+                    # beside it, ours only: a batch's acks in one ``ack_all``
+                    (
+                        "fetch+ack_all batch 100",
+                        n,
+                        (lambda: impl.fetch_ack(n, 100, ack_all=True)) if ours else None,
+                    ),
+                    (
+                        "fetch+ack_all batch 500",
+                        n,
+                        (lambda: impl.fetch_ack(n, 500, ack_all=True)) if ours else None,
+                    ),
                     ("fetch+ack_sync batch 500", n, lambda: impl.fetch_ack(n, 500, True)),
                     ("messages()+ack", n, lambda: impl.messages_ack(n)),
                     ("ordered replay", n, lambda: impl.ordered(n, pull)),
