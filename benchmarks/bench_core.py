@@ -7,8 +7,15 @@ Workloads (against one embedded nats-server):
 - pub->sub: N messages from one connection to a subscriber on another, both in
   this process; timed until the subscriber has all of them (each client reading the
   fastest way it has: ours ``take_many``, nats-py a callback);
-- request/reply: sequential requests to a responder on another connection;
-  p50 and p99 latency (the ratio column compares p50s; lower is better there);
+- request/reply: sequential requests to an echo responder of the same client, written
+  as users write one (an async callback that awaits its reply's publish: ours and
+  nats-py ``await msg.respond(msg.data)``), p50 and p99 latency (the ratio column
+  compares p50s; lower is better there), in two rows: the responder in this process on
+  a connection of its own (``request p50 (1/latency)``: requester and responder share
+  one event loop, as the Go program's share one process), and in a second process the
+  benchmark starts (``request p50, responder in another process (1/latency)``: each
+  side has a loop of its own; ``benchmarks/responder.py``); natsio's responder is an
+  async callback publishing the reply, nats-core's a task reading its subscription;
   then the socket floor (``benchmarks/_floor.py``): the same request/reply relayed by
   the server between two bare blocking sockets, with no client library at all.
 
@@ -22,9 +29,12 @@ from __future__ import annotations
 import asyncio
 import math
 import statistics
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from functools import partial
+from types import ModuleType
 from typing import Any
 
 import nats
@@ -46,6 +56,14 @@ from jetstream.embedded import NatsServer
 from jetstream.errors import NoRespondersError
 
 BIG = 1 << 30
+
+#: the request rows (``q``: p50 or p99): the responder in this process, on a connection
+#: of its own, and in a second process (``benchmarks.responder``); each an async callback
+#: of the same client that publishes the reply, as users write one
+HERE = "request {q} (1/latency)"
+APART = "request {q}, responder in another process (1/latency)"
+#: the subject of the responder in this process; one in another process adds its client's
+SUBJECT = "bench.req"
 
 
 # ----------------------------------------------------------------------------- publish
@@ -172,45 +190,114 @@ async def _warm(request: Callable[[], Awaitable[Any]], no_responders: type[Excep
     await request()
 
 
-async def req_ours(url: str, n: int) -> list[float]:
-    async with jetstream.connect(url) as svc, jetstream.connect(url) as nc:
+@asynccontextmanager
+async def responder_ours(url: str, subject: str) -> AsyncIterator[None]:
+    """An echo responder on a connection of its own, as users write one: an async
+    callback that awaits ``msg.respond``; serving once the server has its interest."""
+    async with jetstream.connect(url) as svc:
 
         async def echo(msg: jetstream.Msg) -> None:
             await msg.respond(msg.data)
 
-        await svc.subscribe("bench.req", cb=echo)
+        await svc.subscribe(subject, cb=echo)
         await svc.flush()
-        await _warm(partial(nc.request, "bench.req", b"warm", timeout=5), NoRespondersError)
+        yield
+
+
+async def requests_ours(url: str, subject: str, n: int) -> list[float]:
+    """``n`` sequential requests to ``subject``, each one's latency (seconds)."""
+    async with jetstream.connect(url) as nc:
+        await _warm(partial(nc.request, subject, b"warm", timeout=5), NoRespondersError)
         out = []
         for _ in range(n):
             t0 = time.perf_counter()
-            await nc.request("bench.req", b"x" * 16, timeout=5)
+            await nc.request(subject, b"x" * 16, timeout=5)
             out.append(time.perf_counter() - t0)
         return out
 
 
-async def req_natspy(url: str, n: int) -> list[float]:
+@asynccontextmanager
+async def responder_natspy(url: str, subject: str) -> AsyncIterator[None]:
+    """nats-py's echo responder: an async callback that awaits ``msg.respond``."""
     svc = await nats.connect(url)
-    nc = await nats.connect(url)
     try:
 
         async def echo(msg: Any) -> None:
             await msg.respond(msg.data)
 
-        await svc.subscribe("bench.req", cb=echo)
+        await svc.subscribe(subject, cb=echo)
         await svc.flush()
-        await _warm(
-            partial(nc.request, "bench.req", b"warm", timeout=5), nats.errors.NoRespondersError
-        )
+        yield
+    finally:
+        await svc.close()
+
+
+async def requests_natspy(url: str, subject: str, n: int) -> list[float]:
+    nc = await nats.connect(url)
+    try:
+        await _warm(partial(nc.request, subject, b"warm", timeout=5), nats.errors.NoRespondersError)
         out = []
         for _ in range(n):
             t0 = time.perf_counter()
-            await nc.request("bench.req", b"x" * 16, timeout=5)
+            await nc.request(subject, b"x" * 16, timeout=5)
             out.append(time.perf_counter() - t0)
         return out
     finally:
         await nc.close()
-        await svc.close()
+
+
+#: per client: its echo responder (an async context manager serving ``subject``) and its
+#: requester (``n`` timed requests to ``subject``); the optional peers add theirs
+Responder = Callable[[str, str], AbstractAsyncContextManager[None]]
+Requester = Callable[[str, str, int], Awaitable[list[float]]]
+CLIENTS: dict[str, tuple[Responder, Requester]] = {
+    "jetstream": (responder_ours, requests_ours),
+    "nats-py": (responder_natspy, requests_natspy),
+}
+
+
+def clients(peers: list[ModuleType]) -> dict[str, tuple[Responder, Requester]]:
+    """Every client's responder and requester: ours, nats-py's, then the peers'."""
+    return {**CLIENTS, **{peer.NAME: (peer.responder, peer.requests) for peer in peers}}
+
+
+async def req_here(url: str, n: int, responder: Responder, requester: Requester) -> list[float]:
+    """Requests to a responder of the same client in this process (its own connection)."""
+    async with responder(url, SUBJECT):
+        return await requester(url, SUBJECT, n)
+
+
+@asynccontextmanager
+async def responder_process(impl: str, url: str, subject: str, loop: str) -> AsyncIterator[None]:
+    """The echo responder of ``impl`` in a second process (``benchmarks.responder``, on
+    the same event loop), serving ``subject`` until the block ends."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "benchmarks.responder",
+        impl,
+        url,
+        subject,
+        "--loop",
+        loop,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        if line.strip() != b"ready":
+            raise RuntimeError(
+                f"the {impl} responder process did not start (exit {proc.returncode})"
+            )
+        yield
+    finally:
+        proc.stdin.close()  # its end of input: it closes its connection and exits
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -258,24 +345,34 @@ async def main_async(args: Any) -> list[Measurement]:
                             *cpu.get(impl, (None, None)),
                         )
                     )
-        # requests in rounds, taking turns, so that a busy spell hits both clients
+        # requests in rounds, taking turns, so that a busy spell hits every client; the
+        # responder in this process, then in a second process started once for all rounds
         rounds = max(1, args.repeat)
         k = max(1, args.requests // rounds)
-        reqs = {"jetstream": req_ours, "nats-py": req_natspy}
-        reqs.update({peer.NAME: peer.req for peer in peers})
-        lats: dict[str, list[float]] = {name: [] for name in reqs}
+        every = clients(peers)
+        lats: dict[str, dict[str, list[float]]] = {
+            row: {name: [] for name in every} for row in (HERE, APART)
+        }
         for _ in range(rounds):
-            for name, req in reqs.items():
-                lats[name] += await req(url, k)
-        for impl, lat in lats.items():
-            p50, p99 = _pct(lat, 0.5), _pct(lat, 0.99)
-            # ops = 1 so ops/s shows requests/s at that percentile
-            results.append(Measurement("request p50 (1/latency)", impl, p50, 1))
-            results.append(Measurement("request p99 (1/latency)", impl, p99, 1))
-            print(
-                f"{impl}: request p50 {p50 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us, "
-                f"mean {statistics.fmean(lat) * 1e6:.0f} us"
-            )
+            for name, (responder, requester) in every.items():
+                lats[HERE][name] += await req_here(url, k, responder, requester)
+        async with AsyncExitStack() as stack:
+            for name in every:
+                subject = f"{SUBJECT}.{name}"
+                await stack.enter_async_context(responder_process(name, url, subject, args.loop))
+            for _ in range(rounds):
+                for name, (_, requester) in every.items():
+                    lats[APART][name] += await requester(url, f"{SUBJECT}.{name}", k)
+        for row, by_impl in lats.items():
+            for impl, lat in by_impl.items():
+                p50, p99 = _pct(lat, 0.5), _pct(lat, 0.99)
+                # ops = 1 so ops/s shows requests/s at that percentile
+                results.append(Measurement(row.format(q="p50"), impl, p50, 1))
+                results.append(Measurement(row.format(q="p99"), impl, p99, 1))
+                print(
+                    f"{impl}: {row.format(q='p50')} {p50 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us, "
+                    f"mean {statistics.fmean(lat) * 1e6:.0f} us"
+                )
         floor = socket_floor(url, rounds=max(100, args.requests))
         print(
             f"socket floor (blocking sockets, no client): request p50 "

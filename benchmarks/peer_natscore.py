@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import nats.client
@@ -69,34 +71,46 @@ async def pubsub(url: str, n: int, payload: bytes) -> float:
         await sc.close()
 
 
-async def req(url: str, n: int) -> list[float]:
+@asynccontextmanager
+async def responder(url: str, subject: str) -> AsyncIterator[None]:
+    """nats-core's echo responder, as its documentation reads a subscription: a task
+    iterating it, awaiting each reply's publish."""
     svc = await nats.client.connect(url)
-    nc = await nats.client.connect(url)
     try:
-        sub = await svc.subscribe("bench.req")
+        sub = await svc.subscribe(subject)
 
-        async def responder() -> None:
+        async def echo() -> None:
             async for msg in sub:
                 await svc.publish(msg.reply, msg.data)
 
-        task = asyncio.create_task(responder())
+        task = asyncio.create_task(echo())
         await svc.flush()
+        try:
+            yield
+        finally:
+            task.cancel()
+    finally:
+        await svc.close()
+
+
+async def requests(url: str, subject: str, n: int) -> list[float]:
+    """``n`` sequential requests to ``subject``, each one's latency (seconds)."""
+    nc = await nats.client.connect(url)
+    try:
         for _ in range(50):
             try:
-                await nc.request("bench.req", b"warm", timeout=5)
+                await nc.request(subject, b"warm", timeout=5)
                 break
             except NoRespondersError:
                 await asyncio.sleep(0.1)
         out = []
         for _ in range(n):
             t0 = start()
-            await nc.request("bench.req", b"x" * 16, timeout=5)
+            await nc.request(subject, b"x" * 16, timeout=5)
             out.append(time.perf_counter() - t0)
-        task.cancel()
         return out
     finally:
         await nc.close()
-        await svc.close()
 
 
 class JS:

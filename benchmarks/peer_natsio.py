@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import natsio
@@ -63,31 +65,40 @@ async def pubsub(url: str, n: int, payload: bytes) -> float:
         await sc.close()
 
 
-async def req(url: str, n: int) -> list[float]:
+@asynccontextmanager
+async def responder(url: str, subject: str) -> AsyncIterator[None]:
+    """natsio's echo responder: an async callback that publishes the reply."""
     svc = await natsio.connect(url)
-    nc = await natsio.connect(url)
     try:
 
         async def echo(msg: Any) -> None:
             await svc.publish(msg.reply, msg.data)
 
-        svc.subscribe("bench.req", cb=echo)
+        svc.subscribe(subject, cb=echo)
         await svc.flush()
+        yield
+    finally:
+        await svc.close()
+
+
+async def requests(url: str, subject: str, n: int) -> list[float]:
+    """``n`` sequential requests to ``subject``, each one's latency (seconds)."""
+    nc = await natsio.connect(url)
+    try:
         for _ in range(50):
             try:
-                await nc.request("bench.req", b"warm", timeout=5)
+                await nc.request(subject, b"warm", timeout=5)
                 break
             except natsio.NoRespondersError:
                 await asyncio.sleep(0.1)
         out = []
         for _ in range(n):
             t0 = start()
-            await nc.request("bench.req", b"x" * 16, timeout=5)
+            await nc.request(subject, b"x" * 16, timeout=5)
             out.append(time.perf_counter() - t0)
         return out
     finally:
         await nc.close()
-        await svc.close()
 
 
 class JS:

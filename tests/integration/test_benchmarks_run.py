@@ -44,6 +44,12 @@ CLIENT_FLOORS = {"bench_objectstore": {"get 1 MiB (bytes)", "get 1 MiB (stream)"
 #: rows that must be there: the headline rows (the code users write, every client) and
 #: the rows beside them
 ROWS = {
+    "bench_core": {
+        "request p50 (1/latency)",
+        "request p99 (1/latency)",
+        "request p50, responder in another process (1/latency)",
+        "request p99, responder in another process (1/latency)",
+    },
     "bench_js": {
         "fetch+ack batch 100",
         "fetch+ack batch 500",
