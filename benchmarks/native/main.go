@@ -7,12 +7,14 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +39,7 @@ var (
 	only     = flag.String("only", "", "families to run: core,js,kv,obj (all when empty)")
 	window   = flag.Int("window", 256, "publish_async: outstanding acks")
 	srvPid   = flag.Int("server-pid", 0, "the server's pid: print CPU per op (stderr) when set")
+	respSubj = flag.String("responder", "", "run only an echo responder on this subject")
 )
 
 // procCPU is the CPU seconds (user + system) of process pid so far, from /proc.
@@ -170,26 +173,79 @@ func core() {
 			return time.Since(t0)
 		})
 	}
-	svc, nc := connect(), connect()
-	defer svc.Close()
-	defer nc.Close()
-	_, err := svc.Subscribe("bench.req", func(msg *nats.Msg) { _ = msg.Respond(msg.Data) })
+	// the echo responder as bench_core's: a subscription callback that publishes the
+	// reply, on a connection of its own in this process, then in a second process (this
+	// program again, with -responder)
+	svc := connect()
+	stop := respond(svc, "bench.req")
+	latencies("request %s (1/latency)", "bench.req")
+	stop()
+	cmd := exec.Command(self(), "-url", *url, "-responder", "bench.req.go")
+	in, err := cmd.StdinPipe()
 	check(err)
-	check(svc.Flush())
-	_, err = nc.Request("bench.req", []byte("warm"), 5*time.Second)
+	out, err := cmd.StdoutPipe()
+	check(err)
+	cmd.Stderr = os.Stderr
+	check(cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	check(err)
+	if strings.TrimSpace(line) != "ready" {
+		check(fmt.Errorf("the responder process said %q, not ready", line))
+	}
+	latencies("request %s, responder in another process (1/latency)", "bench.req.go")
+	check(in.Close()) // its end of input: it closes its connection and exits
+	check(cmd.Wait())
+}
+
+// self is the path of this program, to start it again as a responder.
+func self() string {
+	exe, err := os.Executable()
+	check(err)
+	return exe
+}
+
+// respond serves subject with an echo callback on nc; the function it returns closes nc.
+func respond(nc *nats.Conn, subject string) func() {
+	_, err := nc.Subscribe(subject, func(msg *nats.Msg) { _ = msg.Respond(msg.Data) })
+	check(err)
+	check(nc.Flush())
+	return nc.Close
+}
+
+// responder is the program run with -responder: it serves the subject, says "ready" once
+// the server has its interest, and serves until its standard input ends.
+func responder(subject string) {
+	stop := respond(connect(), subject)
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	stop()
+}
+
+// latencies times *requests sequential requests to subject on a connection of their own
+// and emits the p50 and p99 rows of label (%s: p50 or p99).
+func latencies(label, subject string) {
+	nc := connect()
+	defer nc.Close()
+	var err error
+	for i := 0; i < 50; i++ { // until the responder's interest is seen
+		if _, err = nc.Request(subject, []byte("warm"), 5*time.Second); err != nats.ErrNoResponders {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	check(err)
 	lat := make([]float64, 0, *requests)
 	payload := make([]byte, 16)
 	for i := 0; i < *requests; i++ {
 		t0 := start()
-		_, err := nc.Request("bench.req", payload, 5*time.Second)
+		_, err := nc.Request(subject, payload, 5*time.Second)
 		check(err)
 		lat = append(lat, time.Since(t0).Seconds())
 	}
 	sort.Float64s(lat)
 	pct := func(q float64) float64 { return lat[int(math.Min(float64(len(lat)-1), q*float64(len(lat))))] }
-	emit("request p50 (1/latency)", pct(0.5), 1, 0, nil)
-	emit("request p99 (1/latency)", pct(0.99), 1, 0, nil)
+	emit(fmt.Sprintf(label, "p50"), pct(0.5), 1, 0, nil)
+	emit(fmt.Sprintf(label, "p99"), pct(0.99), 1, 0, nil)
 }
 
 // ---------------------------------------------------------------- JetStream
@@ -454,6 +510,10 @@ func objectStore() {
 
 func main() {
 	flag.Parse()
+	if *respSubj != "" {
+		responder(*respSubj)
+		return
+	}
 	run := func(family string) bool {
 		if *only == "" {
 			return true

@@ -119,6 +119,9 @@ def test_the_native_anchor_runs() -> None:
     assert rows, f"the native anchor did not run (make test installs Go): {proc.stderr[-3000:]}"
     assert {r["impl"] for r in rows} == {"nats.go"}
     assert {r["workload"] for r in rows} >= {"publish 16 B", "pub->sub 1 KiB", "put", "get"}
+    # the request rows as bench_core's (the same names, so that the ratios line up): an
+    # echo callback in this process, then in a second one
+    assert {r["workload"] for r in rows} >= ROWS["bench_core"]
     assert all(r["seconds"] > 0 and r["ops"] > 0 for r in rows), rows
     timed = [r for r in rows if "latency" not in r["workload"]]
     assert all(r["client_cpu"] > 0 and r["server_cpu"] >= 0 for r in timed), timed
