@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.chart import (
+    BESIDE,
     FAMILIES,
     bound,
     bounds_table,
@@ -216,6 +217,32 @@ def test_the_summary_gives_each_family_from_its_lowest_to_its_highest_ratio() ->
         ("publish 1 KiB", "nats.go", 0.5),
         ("put", "natsio", 1.5),
     ]
+
+
+def test_the_rows_beside_the_headline_are_in_the_tables_not_in_the_bars() -> None:
+    apart = "request p50, responder in another process (1/latency)"
+    lines = [
+        # the headline: one ack a message, every client
+        _line("fetch+ack batch 100", "jetstream", 1.0, ops=2000),
+        _line("fetch+ack batch 100", "nats-py", 1.0, ops=1000),
+        _line("fetch+ack batch 100", "nats.go", 1.0, ops=4000),
+        # beside it: ours alone with ack_all, and the responder in a second process
+        _line("fetch+ack_all batch 100", "jetstream", 1.0, ops=3000),
+        _line(apart, "jetstream", 200e-6, ops=1),
+        _line(apart, "nats-py", 400e-6, ops=1),
+        _line(apart, "nats.go", 100e-6, ops=1),
+    ]
+    assert {"fetch+ack_all batch 100", apart} <= set(BESIDE)
+    assert [(r.workload, r.peer) for r in headline(lines)] == [
+        ("fetch+ack batch 100", "nats-py"),
+        ("fetch+ack batch 100", "nats.go"),
+    ]
+    assert summary(lines) == (
+        "- **Consuming with acks**: 2.00x the best other Python client, 0.50 of nats.go."
+    )
+    text = table(lines)
+    assert "| fetch+ack_all batch 100 | 3.0k | n/a | n/a |" in text
+    assert f"| {apart} | 2.00x | 2.00x | 0.50 |" in text
 
 
 def test_the_cpu_table_gives_each_sides_cpu_a_message_of_its_best_run() -> None:
