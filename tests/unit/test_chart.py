@@ -243,6 +243,18 @@ def test_the_rows_beside_the_headline_are_in_the_tables_not_in_the_bars() -> Non
     text = table(lines)
     assert "| fetch+ack_all batch 100 | 3.0k | n/a | n/a |" in text
     assert f"| {apart} | 2.00x | 2.00x | 0.50 |" in text
+    # each right after its headline row, though Go's run (first) made the order
+    go_first = [_line("fetch+ack batch 500", "nats.go", 1.0), *lines]
+    go_first.append(_line("fetch+ack batch 500", "jetstream", 1.0))
+    go_first.append(_line("fetch+ack_all batch 500", "jetstream", 1.0))
+    rates = table(go_first).split("Latencies")[0]
+    rows = [r.split(" | ")[0] for r in rates.splitlines() if r.startswith("| fetch")]
+    assert rows == [
+        "| fetch+ack batch 500",
+        "| fetch+ack_all batch 500",
+        "| fetch+ack batch 100",
+        "| fetch+ack_all batch 100",
+    ]
 
 
 def test_the_cpu_table_gives_each_sides_cpu_a_message_of_its_best_run() -> None:
