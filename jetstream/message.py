@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, cast
 
 import msgspec
 
+from .core._base import FLUSH_THRESHOLD
 from .core.message import Msg
-from .errors import MsgAlreadyAckedError, NatsError, NoRespondersError
+from .errors import ConnectionClosedError, MsgAlreadyAckedError, NatsError, NoRespondersError
 from .errors import TimeoutError as NatsTimeoutError
 from .protocol.headers import Headers, parse_headers
 
@@ -168,9 +169,21 @@ class JsMsg(msgspec.Struct):
         if self._acked or not self.reply or client is None:
             self._send(_ACK, True)
             return
-        reply = self.reply
-        client._publish_formatted(reply, b"PUB %b 4\r\n+ACK\r\n" % reply.encode(), 4)
+        # client._publish_formatted inline: one call less a message
+        if client._closed:
+            raise ConnectionClosedError(
+                f"cannot publish to {self.reply!r}: the connection is closed"
+            )
+        wbuf = client._wbuf
+        wbuf += b"PUB %b 4\r\n+ACK\r\n" % self.reply.encode()
+        client._out_msgs += 1
+        client._out_bytes += 4
         self._acked = True
+        if len(wbuf) >= FLUSH_THRESHOLD:
+            client._flush_now()
+        elif not client._flush_scheduled:
+            client._flush_scheduled = True
+            client._loop.call_soon(client._flush_cb)
 
     async def nak(self, delay: float | None = None) -> None:
         """Negative ack: redeliver, after ``delay`` seconds when given."""
