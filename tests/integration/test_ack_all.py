@@ -79,6 +79,8 @@ async def test_a_closed_client_is_refused(js: JetStream, nc: Client) -> None:
     await nc.close()
     with pytest.raises(ConnectionClosedError):
         await ack_all(msgs)
+    with pytest.raises(ConnectionClosedError, match="connection is closed"):
+        await msgs[0].ack()  # the single ack's own write path refuses the same way
     assert not any(m.acked for m in msgs)
 
 
