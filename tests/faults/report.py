@@ -22,6 +22,14 @@ Scenarios measured:
      announcement, as the client heard it), and the pause between that announcement and
      publishing resuming (target 0.3 s; below 0: resumed before the announcement came).
 
+And the bounds the tests assert only generously (10 s), measured here:
+  H  a malformed op from a hostile server (every "error" case of test_hostile_server.py):
+     from the op to the client connected again, the slowest and the median, against 1 s;
+  B  a consumer's backoff schedule [0.5 s, 30 s] (test_consumers.py): the first
+     redelivery's step as the client sees it (between the two deliveries), against 0.5 s
+     (+ 0.3 s for the way through the client).
+The proxy-cut recovery of test_proxy_faults.py (a healed blackhole) is scenario 4.
+
 Then the recovery matrix of issue 19 (``tests/faults/matrix.py``): every consumption mode
 against every disruption, each cell's recovery time (seconds from "the server answers
 again" to the mode's next message) against the 2 s target, and what failed in a cell.
@@ -31,7 +39,8 @@ again, each one's lag (the slowest message, from the later of its publish and th
 servers answering again to its delivery) against the same target, with the messages
 the application's connection gave back (``stats.stranded_naks``) in each run.
 
-Run: ``.venv/bin/python -m tests.faults.report [--count N] [--matrix-only | --no-matrix]``.
+Run: ``.venv/bin/python -m tests.faults.report [--count N] [--matrix-only | --no-matrix |
+--bounds-only]`` (``--bounds-only``: scenarios 4, H and B, a minute or so).
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ from tests.faults.test_cluster_consume import (
     lame_duck,
     rolling_restart,
 )
+from tests.faults.test_hostile_server import CASES, FakeServer
 from tests.faults.test_publish_election import kill_round
 
 FAST = {"reconnect_time_wait": 0.05, "reconnect_jitter": 0.02, "max_reconnect_attempts": -1}
@@ -159,6 +169,72 @@ async def scenario_4(server: NatsServer) -> list[Row]:
     ]
 
 
+async def _hostile_recovery(hostile: bytes) -> float:
+    """Seconds from the hostile op written to the client connected again."""
+    server = FakeServer(hostile)
+    await server.start()
+    try:
+        async with jetstream.connect(
+            f"nats://127.0.0.1:{server.port}",
+            error_cb=lambda _: None,
+            reconnect_time_wait=0.05,
+            reconnect_jitter=0.0,
+            max_reconnect_attempts=-1,
+            ping_interval=60,
+        ) as nc:
+            await nc.flush(timeout=5)
+            async with asyncio.timeout(30):
+                await server.sent.wait()
+                t0 = time.perf_counter()
+                while nc.stats.reconnects < 1 or not nc.is_connected:
+                    await asyncio.sleep(0.002)
+            return time.perf_counter() - t0
+    finally:
+        await server.close()
+
+
+async def scenario_h() -> list[Row]:
+    took = sorted([await _hostile_recovery(op) for op, outcome in CASES if outcome == "error"])
+    worst, median = took[-1], took[len(took) // 2]
+    return [
+        (
+            f"H hostile op to reconnected ({len(took)} ops), slowest",
+            f"{worst * 1000:.0f} ms",
+            "<= 1000 ms",
+            worst <= 1.0,
+        ),
+        ("H hostile op to reconnected, median", f"{median * 1000:.0f} ms", "<= 1000 ms", True),
+    ]
+
+
+async def scenario_b(server: NatsServer, rounds: int = 3) -> list[Row]:
+    steps: list[float] = []
+    async with jetstream.connect(server.url) as nc:
+        js = nc.jetstream()
+        for n in range(rounds):
+            name = f"BO{n}"
+            s = await js.create_stream(StreamConfig(name=name, subjects=[f"bo{n}"]))
+            await js.publish(f"bo{n}", b"x")
+            c = await s.create_consumer(
+                ConsumerConfig(durable_name="bo", backoff=[0.5, 30.0], max_deliver=4)
+            )
+            await c.next(timeout=10)
+            t0 = time.perf_counter()
+            await c.next(timeout=10)
+            steps.append(time.perf_counter() - t0)
+            await js.delete_stream(name)
+    worst = max(steps)
+    shown = ", ".join(f"{x * 1000:.0f}" for x in steps)
+    return [
+        (
+            f"B backoff first step, slowest of {rounds} ({shown} ms)",
+            f"{worst * 1000:.0f} ms",
+            "<= 800 ms",
+            0.45 <= worst <= 0.8,
+        )
+    ]
+
+
 def _scenario_7_rows(label: str, steps: list[Step], flow: Flow) -> list[Row]:
     rows: list[Row] = []
     for s in steps:
@@ -227,12 +303,17 @@ async def scenario_8(tasks: tuple[int, ...] = (8, 8, 8, 1, 1)) -> list[Row]:
     return rows
 
 
-async def main_async(count: int) -> list[Row]:
+async def main_async(count: int, *, bounds_only: bool = False) -> list[Row]:
     rows: list[Row] = []
     with NatsServer() as server:
-        rows += await scenario_1(server, count)
-        rows += await scenario_3(server)
+        if not bounds_only:
+            rows += await scenario_1(server, count)
+            rows += await scenario_3(server)
         rows += await scenario_4(server)
+        rows += await scenario_b(server)
+    rows += await scenario_h()
+    if bounds_only:
+        return rows
     rows += await scenario_7()
     rows += await scenario_8()
     return rows
@@ -351,15 +432,20 @@ def main() -> None:
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--matrix-only", action="store_true", help="only the recovery matrix")
     which.add_argument("--no-matrix", action="store_true", help="without the recovery matrix")
+    which.add_argument(
+        "--bounds-only",
+        action="store_true",
+        help="only the bounds the tests assert generously (scenarios 4, H and B)",
+    )
     args = ap.parse_args()
     if not args.matrix_only:
-        rows = asyncio.run(main_async(args.count))
+        rows = asyncio.run(main_async(args.count, bounds_only=args.bounds_only))
         width = max(len(r[0]) for r in rows)
         print(f"{'scenario':{width}}  {'measured':>10}  {'bar':>20}  ok")
         for name, got, bar, ok in rows:
             print(f"{name:{width}}  {got:>10}  {bar:>20}  {'yes' if ok else 'NO'}")
         print()
-    if not args.no_matrix:
+    if not (args.no_matrix or args.bounds_only):
         print("\n".join(matrix_lines(run_matrices())), flush=True)
 
 

@@ -134,7 +134,8 @@ async def test_hostile_op(hostile: bytes, outcome: str) -> None:
             async with asyncio.timeout(10):
                 while nc.stats.reconnects < 1 or not nc.is_connected:
                     await asyncio.sleep(0.01)
-            # a generous bound; the bar (a reconnect within 1 s) is a figure to measure
+            # a generous bound; the bar (a reconnect within 1 s) is scenario H of
+            # make faults-report, which prints the measured times
             assert loop.time() - t0 < 10.0
             assert any(isinstance(e, ProtocolError) for e in errors), errors
         else:
