@@ -445,6 +445,45 @@ async def test_consume_through_a_frozen_leader_and_a_step_down(cluster: NatsClus
     assert any(isinstance(e, jetstream.NoHeartbeatError) for e in errors)
 
 
+async def test_a_leadership_change_does_not_end_the_fetch(cluster: NatsCluster) -> None:
+    """The consumer's leader steps down under a fetch: the old leader ends the pull
+    request with a real 409 Leadership Change, and the fetch pulls again (from the new
+    leader) and returns what comes within its ``expires``."""
+    found: list[bytes] = []
+
+    def seen(msg: jetstream.Msg) -> None:
+        if msg.raw_headers:
+            found.append(bytes(msg.raw_headers))
+
+    async with (
+        jetstream.connect(cluster.urls, **CONNECT) as nc,
+        jetstream.connect(cluster.urls, **CONNECT) as watcher,
+    ):
+        # a second connection sees the statuses the servers send to the fetch's inbox
+        await watcher.subscribe("_INBOX.>", cb=seen)
+        await watcher.flush()
+        js = nc.jetstream(timeout=5)
+        _, consumer = await _setup(js, "FLC")
+        task = asyncio.create_task(consumer.fetch(1, expires=60))
+        try:
+            async with asyncio.timeout(10):  # the pull request reached the consumer
+                while (await consumer.info()).num_waiting < 1:
+                    await asyncio.sleep(0.05)
+            await _step_down(js, "FLC", "flc")
+            async with asyncio.timeout(STEP_BOUND):
+                while not any(b"409 Leadership Change" in h for h in found):
+                    await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
+            assert not task.done()  # still waiting: it pulled again
+            await js.publish("flc", b"after", timeout=STEP_BOUND)
+            msgs = await asyncio.wait_for(task, STEP_BOUND)
+            assert [m.data for m in msgs] == [b"after"]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await js.delete_stream("FLC")
+
+
 def _status(inbox: str, code: int, desc: bytes) -> MsgOp:
     """A status message as the parser makes it."""
     return MsgOp(inbox, 0, None, b"", b"NATS/1.0 %d %s\r\n\r\n" % (code, desc), code)
@@ -456,7 +495,13 @@ def _backing_off(it: MessageStream) -> bool:
 
 async def test_a_leadership_change_ends_the_503_backoff(cluster: NatsCluster) -> None:
     """A reconnect during an election meets 503 (no leader yet) and backs off 0.5 s; the
-    409 Leadership Change from the new leader then pulls at once instead of waiting."""
+    409 Leadership Change from the new leader then pulls at once instead of waiting.
+
+    The two statuses are delivered to the stream by hand (``_deliver``): a real election
+    gives both, but no server can be made to send the 503 and then the 409 within the
+    same 0.5 s backoff on demand, so the order under test is injected. The real 409
+    Leadership Change of a step-down is test_a_leadership_change_does_not_end_the_fetch's.
+    """
     async with jetstream.connect(cluster.urls, **CONNECT) as nc:
         js = nc.jetstream(timeout=2)
         _, consumer = await _setup(js, "LC")

@@ -1,7 +1,8 @@
 """A durable consumer's fetch goes on through what ends its pull request on the server.
 
-A 409 Leadership Change or Server Shutdown (the consumer's leader moved or its server
-is going away) and a reconnect end the request but not the fetch: it pulls again and
+A 409 Server Shutdown (its server is going away; the 409 Leadership Change of a leader
+that moved is in tests/faults/test_cluster_consume.py) and a reconnect end the request
+but not the fetch: it pulls again and
 returns what comes within its ``expires``. A fetch of a consumer that does not exist
 still fails at once with ``ConsumerNotFoundError``.
 """
@@ -15,8 +16,9 @@ import pytest
 import pytest_asyncio
 
 import jetstream
-from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
+from jetstream import Client, ConsumerConfig, JetStream, Msg, StreamConfig
 from jetstream._fetch import _Fetch
+from jetstream.embedded import NatsServer
 from jetstream.errors import ConsumerNotFoundError
 from jetstream.protocol.ops import Msg as MsgOp
 
@@ -38,15 +40,64 @@ async def _running_fetch(nc: Client) -> _Fetch:
             await asyncio.sleep(0.01)
 
 
-@pytest.mark.parametrize("desc", [b"Leadership Change", b"Server Shutdown"])
-async def test_a_status_that_ends_the_request_does_not_end_the_fetch(
-    nc: Client, js: JetStream, desc: bytes
+async def _statuses(url: str, found: list[bytes]) -> Client:
+    """A second connection subscribed to every inbox: it sees the status messages the
+    server sends to the fetch's inbox (their header blocks go to ``found``)."""
+    watcher = await jetstream.connect(url, max_reconnect_attempts=0)
+
+    async def seen(msg: Msg) -> None:
+        if msg.raw_headers:
+            found.append(bytes(msg.raw_headers))
+
+    await watcher.subscribe("_INBOX.>", cb=seen)
+    await watcher.flush()
+    return watcher
+
+
+async def test_a_server_shutdown_does_not_end_the_fetch(nats_server: NatsServer) -> None:
+    """A server stopping (SIGTERM) ends its consumers' pull requests with a real 409
+    Server Shutdown before it closes the connection. The fetch pulls again, across the
+    server's restart, and returns what comes within its ``expires``. (The 409 Leadership
+    Change of a consumer leader that moved is in tests/faults/test_cluster_consume.py.)"""
+    found: list[bytes] = []
+    url = nats_server.url
+    async with jetstream.connect(url, reconnect_time_wait=0.1, max_reconnect_attempts=-1) as nc:
+        watcher = await _statuses(url, found)
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="F", subjects=["f"]))
+        c = await s.create_consumer(ConsumerConfig(durable_name="d"))
+        task = asyncio.create_task(c.fetch(1, expires=30))
+        try:
+            await _running_fetch(nc)
+            await nats_server.stop_async()
+            assert any(b"409 Server Shutdown" in h for h in found), found
+            assert not task.done()  # still waiting: it pulled again
+            await asyncio.to_thread(nats_server.start)
+            await js.publish("f", b"after", timeout=20)
+            msgs = await asyncio.wait_for(task, 30)
+            assert [m.data for m in msgs] == [b"after"]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await watcher.close()
+
+
+async def test_a_leadership_change_status_alone_does_not_end_the_fetch(
+    nc: Client, js: JetStream
 ) -> None:
+    """The 409 Leadership Change on its own, delivered to the fetch by hand.
+
+    Injected because no real server sends it without also announcing the election: a
+    single server never changes leader, and in a cluster the step-down's leader advisory
+    makes the fetch pull again by itself, whatever the 409 does (the real step-down is
+    test_cluster_consume's test_a_leadership_change_does_not_end_the_fetch, which cannot
+    tell the two apart)."""
     s = await js.create_stream(StreamConfig(name="F", subjects=["f"]))
     c = await s.create_consumer(ConsumerConfig(durable_name="d"))
     task = asyncio.create_task(c.fetch(1, expires=20))
     pull = await _running_fetch(nc)
-    pull._deliver(MsgOp(pull.subject, 0, None, b"", b"NATS/1.0 409 %s\r\n\r\n" % desc, 409))
+    hdr = b"NATS/1.0 409 Leadership Change\r\n\r\n"
+    pull._deliver(MsgOp(pull.subject, 0, None, b"", hdr, 409))
     await asyncio.sleep(0.2)
     assert not task.done()  # still waiting: it pulled again
     await js.publish("f", b"after")
@@ -80,27 +131,33 @@ async def test_a_missing_consumer_fails_at_once(js: JetStream) -> None:
 
 
 async def test_a_request_the_server_never_closes_ends_the_fetch_with_what_came(
-    nats_url: str, monkeypatch: pytest.MonkeyPatch
+    nats_server: NatsServer,
 ) -> None:
-    """A pull request the server never ends (here: never heard of) gives up at the
-    fetch's deadline, its ``expires`` plus the connect timeout and a second, returning
-    what came, and leaves no inbox, timer or hook behind."""
-    async with jetstream.connect(nats_url, connect_timeout=1.0) as nc:
+    """A pull request the server never ends (here: its server froze, SIGSTOP, after one
+    message) gives up at the fetch's deadline, its ``expires`` plus the connect timeout
+    and a second, returning what came, and leaves no inbox, timer or hook behind."""
+    async with jetstream.connect(nats_server.url, connect_timeout=1.0) as nc:
         js = nc.jetstream()
         s = await js.create_stream(StreamConfig(name="G", subjects=["g"]))
         c = await s.create_consumer(ConsumerConfig(durable_name="d"))
+        await js.publish("g", b"came")
         hooks = list(nc._reconnect_hooks)
-        monkeypatch.setattr(_Fetch, "_pull", lambda self, *a, **k: None)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        task = asyncio.create_task(c.fetch(5, expires=0.5))
-        pull = await _running_fetch(nc)
-        msg = MsgOp("g", pull._sid, None, b"came", None, 0)
-        pull._deliver(msg)  # one message before the silence
-        msgs = await asyncio.wait_for(task, 30)
+        task = asyncio.create_task(c.fetch(5, expires=3.0))
+        try:
+            pull = await _running_fetch(nc)
+            async with asyncio.timeout(10):
+                while not pull._buf:  # one message before the silence
+                    await asyncio.sleep(0.005)
+            nats_server.pause()  # well before the request's 3 s expiry
+            assert loop.time() - t0 < 2.5, "too slow to freeze the server before the expiry"
+            msgs = await asyncio.wait_for(task, 30)
+        finally:
+            nats_server.resume()
         took = loop.time() - t0
         assert [m.data for m in msgs] == [b"came"]
-        assert took >= 2.4  # 0.5 + 1.0 + 1.0: not before the deadline
+        assert took >= 4.9  # 3.0 + 1.0 + 1.0: not before the deadline
         assert not [sub for sub in nc._subs.values() if isinstance(sub, _Fetch)]
         assert nc._reconnect_hooks == hooks
         assert pull._done.done()
