@@ -8,7 +8,8 @@ turned while connections are open:
 - ``throttle``: bytes per second, both directions;
 - ``blackhole``: stop forwarding while keeping the sockets open;
 - ``drop``: a function deciding, for each server->client MSG/HMSG op (its control line),
-  whether to drop it; the stream is cut at op boundaries for that;
+  whether to drop it; the stream is cut at op boundaries for that; ``drop_op`` the same,
+  given the control line and the payload (headers included);
 - ``cut(rst=True)``: drop every connection, with an RST (or a FIN).
 """
 
@@ -43,6 +44,7 @@ class FaultProxy:
         self.throttle = 0
         self.blackhole = False
         self.drop: Callable[[bytes], bool] | None = None
+        self.drop_op: Callable[[bytes, bytes], bool] | None = None
         self.dropped = 0
         self.forwarded_msgs = 0
         self.port = 0
@@ -93,8 +95,10 @@ class FaultProxy:
                 data = await reader.read(65536)
                 if not data:
                     break
-                if from_server and self.drop is not None:
+                if from_server and (self.drop is not None or self.drop_op is not None):
                     data, pending = self._filter(pending + data)
+                    if not data:  # all dropped, or an op not whole yet
+                        continue
                 while self.blackhole:
                     await asyncio.sleep(0.01)
                 if self.latency:
@@ -128,7 +132,9 @@ class FaultProxy:
                 stop = end + 2 + int(line.split()[-1]) + 2
                 if stop > len(buf):
                     break
-                if self.drop is not None and self.drop(line):
+                if (self.drop is not None and self.drop(line)) or (
+                    self.drop_op is not None and self.drop_op(line, buf[end + 2 : stop - 2])
+                ):
                     self.dropped += 1
                     pos = stop
                     continue

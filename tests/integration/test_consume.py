@@ -24,6 +24,7 @@ from jetstream import (
 from jetstream._pull import _RetiredInbox
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
+from tests.faults.proxy import FaultProxy
 from tests.integration._consumer import eventually
 
 pytestmark = pytest.mark.asyncio
@@ -265,93 +266,141 @@ async def test_push_ordered_consumer(js: JetStream) -> None:
 
 
 async def test_push_ordered_consumer_asks_again_for_the_consumer_that_landed(
-    js: JetStream,
+    nats_server: NatsServer,
 ) -> None:
     """A making of the consumer whose answer is lost (a leader killed under it) may have
     landed: the next attempt asks for the same name, so it must ask for the same inbox,
-    or the server refuses it as another consumer of that name (10148), at every retry."""
-    s = await js.create_stream(StreamConfig(name="PL", subjects=["pl"]))
-    await publish_many(js, "pl", 20)
-    oc = await s.ordered_consumer(push=True, heartbeat=0.5)
-    handle = oc._handle
-    assert handle is not None
-    real = handle._upsert
-    lost = 0
+    or the server refuses it as another consumer of that name (10148), at every retry.
 
-    async def lands_then_unanswered(*args: Any, **kwargs: Any) -> Any:
-        nonlocal lost
-        consumer = await real(*args, **kwargs)
-        if lost == 0:
-            lost += 1
-            raise TimeoutError  # stored by the server, the answer never came
-        return consumer
+    Real events: the fault proxy cuts the connection (the reconnect makes the consumer
+    again) and drops the server's answer to that making, which did land."""
+    lost: list[bytes] = []
 
-    handle._upsert = lands_then_unanswered  # type: ignore[method-assign]
-    got: list[int] = []
-    async with oc.messages() as it:
-        async with asyncio.timeout(30):
-            async for msg in it:
-                got.append(int(msg.data))
-                if len(got) == 5:
-                    oc._lost(None)  # made again from the sixth
-                    it._break(None)
-                if len(got) == 20:
-                    break
-    assert got == list(range(20))
-    assert lost == 1 and oc.resets == 1
+    def first_answer_to_a_making(line: bytes, payload: bytes) -> bool:
+        if lost or b'"type":"io.nats.jetstream.api.v1.consumer_create_response"' not in payload:
+            return False
+        lost.append(payload)  # stored by the server, the answer never comes
+        return True
+
+    async with (
+        FaultProxy(nats_server.port) as proxy,
+        jetstream.connect(proxy.url, reconnect_time_wait=0.1) as nc,
+    ):
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="PL", subjects=["pl"]))
+        await publish_many(js, "pl", 20)
+        oc = await s.ordered_consumer(push=True, heartbeat=0.5)
+        got: list[int] = []
+        async with oc.messages() as it:
+            async with asyncio.timeout(30):
+                async for msg in it:
+                    got.append(int(msg.data))
+                    if len(got) == 5:
+                        proxy.drop_op = first_answer_to_a_making
+                        proxy.cut()  # made again from the sixth, once reconnected
+                        while nc.stats.reconnects < 1:
+                            await asyncio.sleep(0.01)
+                        assert oc.resets == 0
+                    if len(got) == 20:
+                        break
+        assert got == list(range(20))
+        assert len(lost) == 1 and b'"error"' not in lost[0]  # a making that landed
+        assert oc.resets == 1 and nc.stats.reconnects == 1
+
+
+async def _miss_heartbeats(proxy: FaultProxy, it: Any, errors: list[BaseException]) -> None:
+    """A blackhole of the fault proxy until the stream has missed its heartbeats and
+    pulled again on a fresh inbox (held by the blackhole until it heals)."""
+    proxy.blackhole = True
+    try:
+        async with asyncio.timeout(20):
+            while not any(isinstance(e, NoHeartbeatError) for e in errors):
+                await asyncio.sleep(0.01)
+    finally:
+        proxy.blackhole = False
 
 
 async def test_requests_from_before_a_reset_do_not_count_against_the_new_ones(
-    js: JetStream, nc: Client
+    nats_server: NatsServer,
 ) -> None:
     """After a reset (missed heartbeat, reconnect) the old pull requests may still be alive
     on the server: their expiry must not make the stream pull past its bound, and the
-    messages they deliver are still handed over."""
-    s = await js.create_stream(StreamConfig(name="RST", subjects=["rst"]))
-    c = await s.create_consumer(ConsumerConfig(durable_name="r"))
-    pulls = await nc.subscribe("$JS.API.CONSUMER.MSG.NEXT.RST.r")
-    await nc.flush()
-    async with c.messages(max_messages=10, expires=2.0, heartbeat=1.0) as it:
-        it.__aiter__()  # starts it: the first pull
-        first = await pulls.next_msg(timeout=5)
-        old_inbox = first.reply
-        it._reset()  # as a missed heartbeat would: pull again, on a fresh inbox
-        second = await pulls.next_msg(timeout=5)
-        assert second.reply != old_inbox
-        # Both requests expire about 2 s later: only the new one's 408 leads to a pull.
-        third = await pulls.next_msg(timeout=10)
-        assert third.reply == second.reply
-        await asyncio.sleep(0.5)
-        assert pulls.pending_msgs == 0  # no extra pull for the old request's 408
-        assert it._out_msgs == 10
-        # Messages the old requests deliver are kept too (here: the new ones answer).
-        await publish_many(js, "rst", 5)
-        got = [int((await it.next(timeout=5)).data) for _ in range(5)]
-        assert got == list(range(5))
-    assert not [t for t in nc._subs.values() if t is it or isinstance(t, _RetiredInbox)]
+    messages they deliver are still handed over. Real event: the heartbeats are missed
+    behind a blackhole of the fault proxy."""
+    errors: list[BaseException] = []
+    async with (
+        FaultProxy(nats_server.port) as proxy,
+        jetstream.connect(proxy.url, ping_interval=60) as nc,
+    ):
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="RST", subjects=["rst"]))
+        c = await s.create_consumer(ConsumerConfig(durable_name="r"))
+        pulls = await nc.subscribe("$JS.API.CONSUMER.MSG.NEXT.RST.r")
+        await nc.flush()
+        opts: dict[str, Any] = {"max_messages": 10, "expires": 10.0, "heartbeat": 1.0}
+        async with c.messages(**opts, error_cb=errors.append) as it:
+            it.__aiter__()  # starts it: the first pull
+            first = await pulls.next_msg(timeout=5)
+            old_inbox = first.reply
+            await _miss_heartbeats(proxy, it, errors)  # pulls again, on a fresh inbox
+            second = await pulls.next_msg(timeout=10)
+            assert second.reply != old_inbox
+            # Both requests expire 10 s after they were made, the old one first (by the
+            # blackhole's 2-4 s): only the new one's 408 leads to a pull, and the next
+            # one is 10 s after that.
+            third = await pulls.next_msg(timeout=30)
+            assert third.reply == second.reply
+            with pytest.raises(jetstream.TimeoutError):  # no extra pull for the old 408
+                await pulls.next_msg(timeout=6)
+            assert it._out_msgs == 10
+            # Messages the old requests deliver are kept too (here: the new ones answer).
+            await publish_many(js, "rst", 5)
+            got = [int((await it.next(timeout=5)).data) for _ in range(5)]
+            assert got == list(range(5))
+        assert not [t for t in nc._subs.values() if t is it or isinstance(t, _RetiredInbox)]
 
 
-async def test_a_late_message_on_a_retired_inbox_is_delivered(js: JetStream, nc: Client) -> None:
-    s = await js.create_stream(StreamConfig(name="LATE", subjects=["late"]))
-    c = await s.create_consumer(ConsumerConfig(durable_name="l"))
-    async with c.messages(max_messages=10, expires=30.0) as it:
-        it.__aiter__()
+async def test_a_late_message_on_a_retired_inbox_is_delivered(nats_server: NatsServer) -> None:
+    """Real event: the heartbeats are missed behind a blackhole of the fault proxy; the
+    server keeps the first request, alive for 30 s, beside the new one."""
+    errors: list[BaseException] = []
+    async with (
+        FaultProxy(nats_server.port) as proxy,
+        jetstream.connect(proxy.url, ping_interval=60) as nc,
+    ):
+        js = nc.jetstream()
+        s = await js.create_stream(StreamConfig(name="LATE", subjects=["late"]))
+        c = await s.create_consumer(ConsumerConfig(durable_name="l"))
+        opts: dict[str, Any] = {"max_messages": 10, "expires": 30.0, "heartbeat": 1.0}
+        async with c.messages(**opts, error_cb=errors.append) as it:
+            it.__aiter__()
+            await nc.flush()
+            old_sid = it._sid
+            await _miss_heartbeats(proxy, it, errors)
+            await nc.flush(timeout=10)
+            late = nc._subs[old_sid]
+            assert it._sid != old_sid and isinstance(late, _RetiredInbox)
+            out_before = it._out_msgs
+            # The old request also sends its heartbeats to the old inbox: count only the
+            # messages that come through it (observed, not made).
+            via_old: list[str] = []
+            handle_late = it._late
+
+            def observed(op: Any) -> None:
+                if not op.status:
+                    via_old.append(op.subject)
+                handle_late(op)
+
+            it._late = observed  # type: ignore[method-assign]
+            # The server still holds both requests and serves them in turn.
+            await publish_many(js, "late", 3)
+            got = [int((await it.next(timeout=5)).data) for _ in range(3)]
+            assert got == [0, 1, 2]
+            assert via_old  # some came through the old inbox...
+            assert it._out_msgs == out_before - (3 - len(via_old))  # ...and are not counted
+        # Unsubscribed with the stream; kept to give back what was in flight until the PONG.
         await nc.flush()
-        old_sid = it._sid
-        it._reset()
-        await nc.flush()
-        late = nc._subs[old_sid]
-        assert it._sid != old_sid and isinstance(late, _RetiredInbox)
-        out_before = it._out_msgs
-        # The server still holds both requests and serves them in turn.
-        await publish_many(js, "late", 3)
-        got = [int((await it.next(timeout=5)).data) for _ in range(3)]
-        assert got == [0, 1, 2]
-        assert late.received >= 1  # some came through the old inbox...
-        assert it._out_msgs == out_before - (3 - late.received)  # ...and are not counted
-    # Unsubscribed with the stream; kept to give back what was in flight until the PONG.
-    await nc.flush()
-    assert old_sid not in nc._subs
+        assert old_sid not in nc._subs
 
 
 def _renumbered(reply: str, tail_dots: int, sseq: int, cseq: int) -> str:
@@ -382,7 +431,10 @@ async def test_ordered_stream_checks_a_run_at_once_and_cuts_it_at_a_gap(
             assert run and all(isinstance(m, JsMsg) for m in run)
             seqs += [m.metadata.sequence.stream for m in run]
             assert oc.stream_seq == seqs[-1]
-            # a run comes in with consumer sequence c + 2 missing
+            # a run comes in with consumer sequence c + 2 missing. Injected (``_deliver_many``):
+            # a real server never skips a consumer sequence, and a gap made on the way (the
+            # fault proxy's drops, test_proxy_faults) does not land inside one read's run
+            # on demand, which is the case under test
             k, c, last = oc._tail_dots, oc._consumer_seq, seqs[-1]
             inner = it._inner
             assert inner is not None
