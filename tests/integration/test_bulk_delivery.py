@@ -1,6 +1,13 @@
 """A whole feed for one subscription is handed over in one call; the result must be the
 same as delivering op by op. Crafted server bytes are fed to a live connection (its
-``data_received``), so the composition of each feed is known exactly."""
+``data_received``), so the composition of each feed is known exactly.
+
+Injected on purpose: what is under test is the content of one read (these ops, in this
+order, in one ``data_received``), and no server, real or behind the fault proxy, can be
+made to put a given run of messages, a heartbeat among them or a PING, into one TCP
+segment on demand: its writes and the kernel decide where reads split. The same feeds
+arriving split differently must give the same result, which tests/unit's split
+properties check for the parser."""
 
 from __future__ import annotations
 
