@@ -7,7 +7,9 @@ Fixtures:
     tls_certs            CA, server and client certificates (session-wide, see tests/certs.py)
 
 Every async test whose event loop is function-scoped fails at teardown if tasks other than
-the current one are still pending once its fixtures are torn down (after a short grace).
+the current one are still pending once its fixtures are torn down (after a short grace);
+synchronous tests that run a loop of their own do it with ``tests.leaks.run``, which checks
+the same before closing it.
 When a test fails, the last lines of the logs of the servers it used are added to the report.
 """
 
@@ -22,11 +24,7 @@ import pytest_asyncio
 
 from jetstream.embedded import NatsCluster, NatsServer
 from tests.certs import CertPaths, make_certs
-
-# How long pending tasks get to finish after a test before they count as leaked, and how
-# many turns of the loop at the least (a loaded machine may hold the process up meanwhile).
-LEAK_GRACE = 0.1
-LEAK_GRACE_TURNS = 10
+from tests.leaks import leak_message, settle_and_describe
 
 
 @pytest.fixture
@@ -58,40 +56,12 @@ def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> CertPaths:
 # --------------------------------------------------------------------------- leaked tasks
 
 
-def _describe(task: asyncio.Task[Any]) -> str:
-    """The task's name and the coroutine it was created with, where that one waits."""
-    coro = task.get_coro()
-    frame = getattr(coro, "cr_frame", None)
-    where = f" at {frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
-    return f"{task.get_name()}: {getattr(coro, '__qualname__', repr(coro))}(){where}"
-
-
 @pytest_asyncio.fixture(loop_scope="function")
 async def _no_leaked_tasks() -> AsyncIterator[None]:
     yield
-    current = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + LEAK_GRACE
-    for _ in range(3):  # callbacks scheduled by the last close() run first
-        await asyncio.sleep(0)
-    turns = 0
-    while True:
-        pending = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
-        if not pending or (loop.time() >= deadline and turns >= LEAK_GRACE_TURNS):
-            break
-        await asyncio.sleep(0.01)
-        turns += 1
-    if not pending:
-        return
-    described = [_describe(t) for t in pending]
-    for task in pending:
-        task.cancel()
-    await asyncio.wait(pending, timeout=1.0)
-    pytest.fail(
-        f"{len(pending)} task(s) still pending {LEAK_GRACE:g} s after the test "
-        "(cancelled now):\n  " + "\n  ".join(described),
-        pytrace=False,
-    )
+    leaked = await settle_and_describe()
+    if leaked:
+        pytest.fail(leak_message(leaked, "the test"), pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,6 @@ stream back, writing input files."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 import jetstream
 from jetstream import StreamConfig
 from jetstream.api import StorageType
+from tests import leaks
 
 
 def make_stream(
@@ -36,7 +36,7 @@ def make_stream(
                 )
             )
 
-    asyncio.run(go())
+    leaks.run(go())
 
 
 def consumer_count(url: str, name: str) -> int:
@@ -45,7 +45,7 @@ def consumer_count(url: str, name: str) -> int:
             info = await (await nc.jetstream().stream(name)).info()
             return info.state.consumer_count
 
-    return asyncio.run(go())
+    return leaks.run(go())
 
 
 def stream_state(url: str, name: str) -> tuple[int, int]:
@@ -56,7 +56,7 @@ def stream_state(url: str, name: str) -> tuple[int, int]:
             info = await (await nc.jetstream().stream(name)).info()
             return info.state.messages, info.state.last_seq
 
-    return asyncio.run(go())
+    return leaks.run(go())
 
 
 def read_all(url: str, name: str) -> list[tuple[str, bytes, int, dict[str, str]]]:
@@ -77,7 +77,7 @@ def read_all(url: str, name: str) -> list[tuple[str, bytes, int, dict[str, str]]
                     out.append((m.subject, m.data, m.metadata.sequence.stream, h))
             return out
 
-    return asyncio.run(go())
+    return leaks.run(go())
 
 
 def publish(url: str, subject: str, payloads: list[bytes]) -> None:
@@ -88,7 +88,7 @@ def publish(url: str, subject: str, payloads: list[bytes]) -> None:
                 await js.publish_async(subject, p)
             await js.publish_async_complete(timeout=30)
 
-    asyncio.run(go())
+    leaks.run(go())
 
 
 def write_parquet(spark: Any, path: Path, n: int, files: int) -> None:

@@ -21,6 +21,7 @@ from jetstream.errors import BucketNotFoundError, KeyDeletedError
 from jetstream.kv import KeyValueEntry
 from jetstream.spark import ConnectSpec, SparkConfigError, kv_sink
 from jetstream.spark._kv import new_kv_target, put_partition
+from tests import leaks
 from tests.faults.proxy import FaultProxy
 from tests.spark.helpers import make_stream, publish
 
@@ -39,7 +40,7 @@ def make_bucket(url: str, bucket: str, **config: Any) -> None:
                 bucket=bucket, history=5, storage=StorageType.MEMORY, **config
             )
 
-    asyncio.run(go())
+    leaks.run(go())
 
 
 def values(url: str, bucket: str) -> dict[str, bytes]:
@@ -56,7 +57,7 @@ def values(url: str, bucket: str) -> dict[str, bytes]:
                     out[entry.key] = entry.value
             return out
 
-    return asyncio.run(go())
+    return leaks.run(go())
 
 
 def revisions(url: str, bucket: str) -> int:
@@ -66,7 +67,7 @@ def revisions(url: str, bucket: str) -> int:
         async with jetstream.connect(url) as nc:
             return (await (await nc.jetstream().key_value(bucket)).status()).values
 
-    return asyncio.run(go())
+    return leaks.run(go())
 
 
 def deleted(url: str, bucket: str, key: str) -> KeyValueEntry:
@@ -79,7 +80,7 @@ def deleted(url: str, bucket: str, key: str) -> KeyValueEntry:
                 await kv.get(key)
             return exc.value.entry
 
-    return asyncio.run(go())
+    return leaks.run(go())
 
 
 def put(url: str, bucket: str, key: str, value: bytes) -> None:
@@ -87,7 +88,7 @@ def put(url: str, bucket: str, key: str, value: bytes) -> None:
         async with jetstream.connect(url) as nc:
             await (await nc.jetstream().key_value(bucket)).put(key, value)
 
-    asyncio.run(go())
+    leaks.run(go())
 
 
 # 30 rows in three partitions of ids 0-9, 10-19, 20-29: every key k0..k3 is in all three;
@@ -305,7 +306,7 @@ def test_puts_cut_off_by_a_lost_connection_are_sent_again(module_nats_server: Na
             proxy.blackhole = False
             return await asyncio.wait_for(task, 60)
 
-    res = asyncio.run(go())
+    res = leaks.run(go())
     assert (res.partition, res.puts, res.deletes) == (7, n, 0)
     assert res.retried > 0
     assert values(url, "KVCUT") == latest

@@ -3,7 +3,6 @@ from the query progress and from a StreamingQueryListener, in both session kinds
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import logging
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from jetstream.embedded import NatsServer
+from tests import leaks
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_lag.py"
 
@@ -30,7 +30,7 @@ def test_the_lag_falls_batch_by_batch_to_zero(
 ) -> None:
     example = _load()
     url = module_nats_server.url
-    asyncio.run(example.setup(url))
+    leaks.run(example.setup(url))
     caplog.set_level(logging.INFO, logger="spark_lag")
     listener = example.watch_lag(spark)
     try:

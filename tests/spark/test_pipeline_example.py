@@ -5,13 +5,13 @@ runs the other two pairs on a cluster)."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from jetstream.embedded import NatsServer
+from tests import leaks
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_pipeline.py"
 
@@ -29,14 +29,14 @@ def test_pipeline_totals_match_the_orders(
 ) -> None:
     example = _load()
     url = module_nats_server.url
-    expected = asyncio.run(example.setup(url))
+    expected = leaks.run(example.setup(url))
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     example.run_query(spark, url, str(tmp_path / "ckpt"), writer=connect)
-    totals = asyncio.run(example.final_totals(url))
+    totals = leaks.run(example.final_totals(url))
     assert totals == expected
     assert sum(totals.values()) > 0 and len({w for w, _ in totals}) == 3
     # each user's spend, in the bucket: read by key and through a watch
     spend = example.spend_of(expected)
     assert set(spend) == set(example.USERS)
-    assert asyncio.run(example.read_spend(url)) == spend
-    assert asyncio.run(example.watch_spend(url)) == spend
+    assert leaks.run(example.read_spend(url)) == spend
+    assert leaks.run(example.watch_spend(url)) == spend

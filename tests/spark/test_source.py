@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import pytest
 import jetstream
 from jetstream.embedded import NatsServer
 from jetstream.spark import foreach_batch_sink
+from tests import leaks
 from tests.spark.helpers import consumer_count, make_stream, publish, read_all
 
 
@@ -72,7 +72,7 @@ def test_batch_read_with_filters_headers_and_bounds(
                 subject = "srcb.even" if i % 2 == 0 else "srcb.odd"
                 await js.publish(subject, str(i).encode(), headers={"i": str(i), "x": "y"})
 
-    asyncio.run(fill())
+    leaks.run(fill())
 
     def base() -> Any:  # a DataFrameReader keeps its options: one per read
         return spark.read.format("jetstream").option("servers", url).option("stream", "SRCB")

@@ -5,7 +5,6 @@ and a Spark Connect session."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 import jetstream
 from jetstream.embedded import NatsServer
+from tests import leaks
 from tests.spark.helpers import Progress, make_stream, publish
 
 
@@ -174,7 +174,7 @@ def test_data_loss_fails_the_query_unless_told_otherwise(
             await (await nc.jetstream().stream("LOSS")).delete_msg(seq)
 
     # a message deleted inside a range is simply absent
-    asyncio.run(delete_msg(50))
+    leaks.run(delete_msg(50))
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     _available_now(spark, _read(spark, url, "LOSS"), out, ckpt)
     assert _seqs(spark, out) == [s for s in range(1, 101) if s != 50]
