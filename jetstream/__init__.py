@@ -65,6 +65,7 @@ from .errors import (
     SlowConsumerError,
     StreamNotFoundError,
     TimeoutError,
+    TracingUnavailableError,
 )
 from .kv import (
     KeyValue,
@@ -185,6 +186,7 @@ __all__ = [
     "StreamNotFoundError",
     "Subscription",
     "TimeoutError",
+    "TracingUnavailableError",
     "__version__",
     "ack_all",
     "ack_sync_all",

@@ -166,6 +166,12 @@ class Publishing:
         )
         nc = self._nc
         total = self.timeout if timeout is None else timeout
+        if nc._tracing is not None:
+            from . import _tracing
+
+            return await _tracing.publish(
+                self, nc._tracing, subject, data, h, msg_id, total, retry_attempts, retry_wait
+            )
         start = nc._loop.time()
         try:  # the common case: answered at the first attempt
             first_wait = total if msg_id is None else attempt_timeout(total)
@@ -328,6 +334,12 @@ class Publishing:
         pub = self._publisher
         # The common case without a coroutine of its own: room in the window, socket writable.
         keyed = msg_id is not None
+        if self._nc._tracing is not None:
+            from . import _tracing
+
+            return await _tracing.publish_async(
+                self, self._nc._tracing, subject, data, h, timeout, keyed
+            )
         fut = pub.try_publish(subject, data, h, timeout, keyed)
         if fut is None:
             return await pub.publish(subject, data, h, timeout, keyed)

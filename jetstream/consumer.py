@@ -130,14 +130,26 @@ class Consumer:
             min_ack_pending=min_ack_pending,
             priority=priority,
         )
-        return await fetch(self, opts)
+        msgs = await fetch(self, opts)
+        tracing = self._js.client._tracing
+        if tracing is not None:
+            from ._tracing import received
+
+            received(tracing, msgs)
+        return msgs
 
     async def fetch_no_wait(
         self, batch: int = 1, *, max_bytes: int | None = None, group: str | None = None
     ) -> list[JsMsg]:
         """Pull up to ``batch`` messages that are available right now; maybe none."""
         opts = PullOptions(batch=batch, max_bytes=max_bytes, no_wait=True, group=group)
-        return await fetch(self, opts)
+        msgs = await fetch(self, opts)
+        tracing = self._js.client._tracing
+        if tracing is not None:
+            from ._tracing import received
+
+            received(tracing, msgs)
+        return msgs
 
     async def next(
         self, timeout: float = 30.0, *, heartbeat: float | None = None, group: str | None = None
@@ -164,6 +176,11 @@ class Consumer:
         """
         opts = PullOptions(batch=1, expires=timeout, heartbeat=_default_heartbeat(timeout))
         msgs = await fetch(self, opts, via=msg)
+        tracing = self._js.client._tracing
+        if tracing is not None:
+            from ._tracing import received
+
+            received(tracing, msgs)
         if not msgs:
             raise NatsTimeoutError(
                 f"no message from consumer {self.name!r} after +NXT within {timeout}s"
@@ -198,9 +215,16 @@ class Consumer:
         ``ConsumerDeletedError``. ``stop()`` (and leaving ``async with``) gives what is
         buffered back at once with a nak, as it does what the pulls still deliver.
         """
+        tracing = self._js.client._tracing
         if self.is_push:
             from ._push import PushStream
 
+            if tracing is not None:
+                from ._tracing import TracedPushStream
+
+                push = TracedPushStream(self, error_cb=error_cb)
+                push._tracing = tracing
+                return push
             return PushStream(self, error_cb=error_cb)
         hb = heartbeat if heartbeat is not None else min(expires / 2, 30.0)
         opts = PullOptions(
@@ -215,6 +239,12 @@ class Consumer:
             min_ack_pending=min_ack_pending,
             priority=priority,
         )
+        if tracing is not None:
+            from ._tracing import TracedMessageStream
+
+            traced = TracedMessageStream(self, opts, error_cb)
+            traced._tracing = tracing
+            return traced
         return MessageStream(self, opts, error_cb)
 
     async def consume(
@@ -227,6 +257,13 @@ class Consumer:
         handler go to ``error_cb`` and consumption goes on.
         """
         stream = self.messages(**messages_kw)
+        tracing = self._js.client._tracing
+        if tracing is not None:
+            from ._tracing import process_handler
+
+            # a process span around each handler call instead of the receive spans
+            stream._receive_spans = False  # type: ignore[union-attr]
+            handler = process_handler(tracing, handler)
         return ConsumeContext(stream, handler)
 
     # -- administration ---------------------------------------------------------------------

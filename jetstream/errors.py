@@ -81,6 +81,7 @@ __all__ = [
     "ServiceError",
     "ServiceResponseError",
     "SlowConsumerError",
+    "TracingUnavailableError",
     "StaleConnectionError",
     "StreamNameInUseError",
     "StreamNameMismatchError",
@@ -150,6 +151,11 @@ class NoStreamError(NoRespondersError):
     """
 
     subject: str = ""
+
+
+class TracingUnavailableError(NatsError, ImportError):
+    """Tracing was asked for (``connect(tracing=...)``, ``jetstream.tracing``) but
+    OpenTelemetry's API is not installed: ``pip install 'jetstream-asyncio[otel]'``."""
 
 
 class SlowConsumerError(NatsError):

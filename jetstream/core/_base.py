@@ -14,7 +14,7 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     AuthorizationError,
@@ -41,6 +41,9 @@ from ._options import Callback, _Options
 from ._servers import Server, ServerPool
 from .message import Msg
 from .subscription import Subscription
+
+if TYPE_CHECKING:
+    from ._otel import Tracing
 
 __all__ = ["FLUSH_THRESHOLD", "_ClientBase"]
 
@@ -120,6 +123,9 @@ class _ClientBase:
         self._msg_type = Msg.for_client(self)  # type: ignore[arg-type]
         #: the bulk parser of this client's connections (``use_bulk_parse``)
         self._bulk_parse: BulkParse | None = None
+        #: OpenTelemetry spans (``connect(tracing=...)``); None (off) costs one test
+        #: per publish or subscribe call, nothing per received message
+        self._tracing: Tracing | None = options.tracing
 
     def _statistics(self) -> Statistics:
         return Statistics(

@@ -5,15 +5,20 @@ from __future__ import annotations
 import functools
 import ssl
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from ..errors import AuthorizationError
+from ..errors import AuthorizationError, TracingUnavailableError
 from ..protocol.ops import Info
 from ._options import Callback, _Options
 from ._servers import ServerPool
 from .auth import Credentials, Secret, Signer, load_creds_file
 from .client import Client
 from .subscription import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from ._otel import Tracing
 
 __all__ = ["Callback", "connect", "with_client_type"]
 
@@ -87,6 +92,7 @@ def connect(
     reconnect_to_server_cb: (
         Callable[[list[str], Info | None], tuple[str, float] | None] | None
     ) = None,
+    tracing: bool | TracerProvider | None = None,
 ) -> _Connect[Client]:
     """Connect to NATS. ``await connect(...)`` or ``async with connect(...) as nc``.
 
@@ -125,6 +131,10 @@ def connect(
         error_cb: called with asynchronous errors. It and the other callbacks
             (``disconnected_cb``, ``reconnected_cb``, ``closed_cb``...) may be plain
             functions or coroutine functions.
+        tracing: OpenTelemetry spans of publishing and receiving, with the W3C trace
+            context carried in message headers (the ``otel`` extra; see the tracing
+            page): ``True`` uses the global tracer provider, a ``TracerProvider`` that
+            one; ``None``/``False`` (default) is off and costs nothing.
 
     Raises:
         ValueError: a server URL is malformed (whitespace in it, a port that is not a
@@ -132,6 +142,8 @@ def connect(
             call itself, before anything is looked up or connected to.
         NoServersError: no server could be reached (the last failure is the cause).
         AuthorizationError: the server refused the credentials.
+        TracingUnavailableError: ``tracing`` is on and OpenTelemetry's API is not
+            installed (an ``ImportError``; raised by the call itself).
         TlsError: every server failed the TLS handshake (certificate, hostname, or TLS
             not offered), within ``connect_timeout`` each.
     """
@@ -193,8 +205,24 @@ def connect(
         discovered_server_cb=discovered_server_cb,
         lame_duck_cb=lame_duck_cb,
         reconnect_to_server_cb=reconnect_to_server_cb,
+        tracing=_tracing(tracing),
     )
     return _Connect(pool, options, Client)
+
+
+def _tracing(tracing: bool | TracerProvider | None) -> Tracing | None:
+    """The ``Tracing`` of ``connect(tracing=...)``: None when off (OpenTelemetry is not
+    even imported), the global tracer provider's for True, else the provider's given."""
+    if tracing is None or tracing is False:
+        return None
+    try:
+        from ._otel import Tracing
+    except ImportError as exc:
+        raise TracingUnavailableError(
+            "tracing needs OpenTelemetry's API, the otel extra: "
+            f"pip install 'jetstream-asyncio[otel]' ({exc})"
+        ) from None
+    return Tracing(None if tracing is True else tracing)
 
 
 def with_client_type(

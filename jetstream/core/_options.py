@@ -5,9 +5,13 @@ from __future__ import annotations
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..protocol.ops import Info
 from .auth import Credentials
+
+if TYPE_CHECKING:
+    from ._otel import Tracing
 
 __all__ = ["Callback", "_Options"]
 
@@ -42,3 +46,5 @@ class _Options:
     discovered_server_cb: Callback | None
     lame_duck_cb: Callback | None
     reconnect_to_server_cb: Callable[[list[str], Info | None], tuple[str, float] | None] | None
+    #: the spans of publishing and receiving (``connect(tracing=...)``); None: off
+    tracing: Tracing | None = None

@@ -127,6 +127,8 @@ class Client(_ClientBase):
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
             ConnectionClosedError: the client is closed.
         """
+        if self._tracing is not None:
+            return await self._tracing.publish(self, subject, data, reply, headers)
         if reply is None and not headers:
             # The fast path, inline: the cached head ``PUB <subject> <size>\r\n`` of a
             # subject validated before. _fast_limit is -1 while disconnected or closed.
@@ -403,16 +405,16 @@ class Client(_ClientBase):
         if max_msgs is not None and max_msgs <= 0:
             raise ValueError("max_msgs must be positive")
         sid = self._new_sid()
-        sub = Subscription(
-            self,
-            sid,
-            subject,
-            queue,
-            cb,
-            max_msgs,
-            pending_msgs_limit or self._opts.pending_msgs_limit,
-            pending_bytes_limit or self._opts.pending_bytes_limit,
-        )
+        msgs_limit = pending_msgs_limit or self._opts.pending_msgs_limit
+        bytes_limit = pending_bytes_limit or self._opts.pending_bytes_limit
+        tracing = self._tracing
+        # traced: not the client's own inboxes nor the system's ($JS, $SYS...) subjects
+        if tracing is not None and not subject.startswith(("$", self._opts.inbox_prefix)):
+            sub = tracing.subscription(
+                self, sid, subject, queue, cb, max_msgs, msgs_limit, bytes_limit
+            )
+        else:
+            sub = Subscription(self, sid, subject, queue, cb, max_msgs, msgs_limit, bytes_limit)
         self._subs[sid] = sub
         encode_sub(self._wbuf, subject, sid, queue)
         if max_msgs is not None:

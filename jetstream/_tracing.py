@@ -1,0 +1,222 @@
+"""Tracing of the JetStream calls: ``js.publish`` and ``publish_async`` (send spans that
+end at the PubAck), ``next``/``fetch``/``messages()`` (receive spans) and ``consume()``
+(process spans). Imported only when the client traces (``connect(tracing=...)``); the
+spans themselves are made by ``core._otel.Tracing`` (see its docstring for the trace
+structure), this module adds what JetStream knows of a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._pull import MessageStream
+from ._push import PushStream
+from ._retry import attempt_timeout
+from .api import PubAck, decode_response
+from .errors import DisconnectedError, DuplicateMessageConflictError, NatsError, NoRespondersError
+from .errors import TimeoutError as NatsTimeoutError
+from .message import JsMsg
+from .protocol.headers import NATS_MSG_ID, HeadersLike
+
+if TYPE_CHECKING:
+    from ._pubasync import AsyncPublisher
+    from .core._otel import Tracing
+    from .core.client import Client
+
+__all__ = [
+    "TracedMessageStream",
+    "TracedPushStream",
+    "js_attributes",
+    "process_handler",
+    "publish",
+    "publish_async",
+    "received",
+]
+
+Handler = Callable[[JsMsg], Awaitable[None] | None]
+
+
+class Publishing(Protocol):
+    """What the traced publishes need of the JetStream context (``_publish.Publishing``)."""
+
+    _nc: Client
+    _publisher: AsyncPublisher
+
+    async def _publish_retry(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        headers: HeadersLike | None,
+        keyed: bool,
+        deadline: float,
+        cause: NatsError,
+        retry_attempts: int | None,
+        retry_wait: float,
+    ) -> PubAck: ...
+
+
+def js_attributes(msg: JsMsg) -> dict[str, Any]:
+    """The messaging attributes of a delivered JetStream message."""
+    attrs: dict[str, Any] = {
+        "messaging.destination.name": msg.subject,
+        "messaging.message.body.size": len(msg.data),
+    }
+    if msg._raw_headers:
+        msg_id = msg.headers.get(NATS_MSG_ID)
+        if msg_id:
+            attrs["messaging.message.id"] = msg_id
+    try:
+        meta = msg.metadata
+    except NatsError:  # not from a consumer (no ack subject): nothing more to say
+        return attrs
+    attrs["messaging.destination.subscription.name"] = meta.consumer
+    attrs["messaging.nats.stream.name"] = meta.stream
+    attrs["messaging.nats.stream.sequence"] = meta.sequence.stream
+    attrs["messaging.nats.consumer.sequence"] = meta.sequence.consumer
+    attrs["messaging.nats.message.delivery_count"] = meta.num_delivered
+    return attrs
+
+
+def _headers(msg: JsMsg) -> Any:
+    return msg.headers if msg._raw_headers else None
+
+
+def received(tracing: Tracing, msgs: Sequence[JsMsg]) -> None:
+    """One receive span for the messages a pull call hands out (linked to each)."""
+    if not msgs:
+        return
+    first = msgs[0]
+    if len(msgs) == 1:
+        attrs = js_attributes(first)
+    else:
+        attrs = {}
+        meta = first.metadata if first.reply else None
+        if meta is not None:
+            attrs["messaging.destination.subscription.name"] = meta.consumer
+            attrs["messaging.nats.stream.name"] = meta.stream
+    same = all(m.subject == first.subject for m in msgs)
+    if same:
+        attrs["messaging.destination.name"] = first.subject
+    name = first.subject if same else str(attrs.get("messaging.nats.stream.name", "(many)"))
+    tracing.receive(name, [_headers(m) for m in msgs], attrs)
+
+
+def process_handler(tracing: Tracing, handler: Handler) -> Handler:
+    """``handler`` run inside a process span for each message (``consume()``)."""
+
+    async def traced(msg: JsMsg) -> None:
+        with tracing.process(msg.subject, _headers(msg), js_attributes(msg)):
+            res = handler(msg)
+            if res is not None:
+                await res
+
+    return traced
+
+
+class TracedMessageStream(MessageStream):
+    """``messages()`` of a pull consumer with a receive span for each message handed
+    out (``_take``: both ``async for`` and ``next()`` come through it); under
+    ``consume()`` the handler's process span is made instead (``_receive_spans``)."""
+
+    _tracing: Tracing
+    _receive_spans = True
+
+    def _take(self) -> JsMsg | None:
+        msg = super()._take()
+        if msg is not None and self._receive_spans:
+            received(self._tracing, [msg])
+        return msg
+
+
+class TracedPushStream(PushStream):
+    """``messages()`` of a push consumer, traced as ``TracedMessageStream`` is."""
+
+    _tracing: Tracing
+    _receive_spans = True
+
+    def _take(self) -> JsMsg | None:
+        msg = super()._take()
+        if msg is not None and self._receive_spans:
+            received(self._tracing, [msg])
+        return msg
+
+
+def _ack_attributes(ack: PubAck) -> dict[str, Any]:
+    return {
+        "messaging.nats.stream.name": ack.stream,
+        "messaging.nats.stream.sequence": ack.seq,
+        "messaging.nats.message.duplicate": ack.duplicate,
+    }
+
+
+async def publish(
+    ctx: Publishing,
+    tracing: Tracing,
+    subject: str,
+    data: bytes | bytearray | memoryview,
+    headers: HeadersLike | None,
+    msg_id: str | None,
+    total: float,
+    retry_attempts: int | None,
+    retry_wait: float,
+) -> PubAck:
+    """``js.publish`` in a send span that ends at the PubAck (or the error): the same
+    attempts as the untraced call, with the span's context in the headers."""
+    nc = ctx._nc
+    start = nc._loop.time()
+    with tracing.send(subject, headers, len(data)) as (span, h):
+        try:
+            first_wait = total if msg_id is None else attempt_timeout(total)
+            msg = await nc.request(subject, data, timeout=first_wait, headers=h)
+            ack = decode_response(msg.data, PubAck, subject)
+        except NoRespondersError as exc:
+            first: NatsError = exc
+        except (DisconnectedError, NatsTimeoutError, DuplicateMessageConflictError) as exc:
+            if msg_id is None:
+                raise
+            first = exc
+        else:
+            span.set_attributes(_ack_attributes(ack))
+            return ack
+        ack = await ctx._publish_retry(
+            subject, data, h, msg_id is not None, start + total, first, retry_attempts, retry_wait
+        )
+        span.set_attributes(_ack_attributes(ack))
+        return ack
+
+
+async def publish_async(
+    ctx: Publishing,
+    tracing: Tracing,
+    subject: str,
+    data: bytes | bytearray | memoryview,
+    headers: HeadersLike | None,
+    timeout: float | None,
+    keyed: bool,
+) -> asyncio.Future[PubAck]:
+    """``publish_async`` with a send span that ends when its future resolves."""
+    span, h = tracing.start_send(subject, headers, len(data), "publish_async")
+    try:
+        pub = ctx._publisher
+        fut = pub.try_publish(subject, data, h, timeout, keyed)
+        if fut is None:
+            fut = await pub.publish(subject, data, h, timeout, keyed)
+        else:
+            conn = ctx._nc._conn
+            if conn is not None and conn.write_paused:
+                await ctx._nc._wait_writable()
+    except BaseException as exc:
+        tracing.end_send(span, None, exc)
+        raise
+
+    def done(f: asyncio.Future[PubAck]) -> None:
+        if f.cancelled():
+            tracing.end_send(span, None, asyncio.CancelledError())
+            return
+        exc = f.exception()
+        tracing.end_send(span, None if exc else _ack_attributes(f.result()), exc)
+
+    fut.add_done_callback(done)
+    return fut
