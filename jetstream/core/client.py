@@ -127,11 +127,10 @@ class Client(_ClientBase):
             ReconnectBufferFullError: disconnected and the reconnect buffer is full.
             ConnectionClosedError: the client is closed.
         """
-        if self._tracing is not None:
-            return await self._tracing.publish(self, subject, data, reply, headers)
         if reply is None and not headers:
             # The fast path, inline: the cached head ``PUB <subject> <size>\r\n`` of a
-            # subject validated before. _fast_limit is -1 while disconnected or closed.
+            # subject validated before (none are cached while tracing: see _pub_prefix).
+            # _fast_limit is -1 while disconnected or closed.
             heads = self._pub_heads.get(subject)
             if heads is not None:
                 size = len(data)
@@ -159,6 +158,8 @@ class Client(_ClientBase):
                         self._flush_scheduled = True
                         self._loop.call_soon(self._flush_cb)
                     return
+        if self._tracing is not None:
+            return await self._tracing.publish(self, subject, data, reply, headers)
         self._publish_nowait(subject, data, reply, encode_headers(headers) if headers else None)
         conn = self._conn
         if conn is not None and conn.write_paused:
@@ -298,8 +299,8 @@ class Client(_ClientBase):
             cache.clear()
             self._pub_heads.clear()
         pre = cache[subject] = b"PUB " + subject.encode() + b" "
-        if len(self._pub_heads) < 1024:
-            self._pub_heads[subject] = {}
+        if len(self._pub_heads) < 1024 and self._tracing is None:
+            self._pub_heads[subject] = {}  # a traced publish never takes the fast path
         return pre
 
     def _pub_head(self, heads: dict[int, bytes], subject: str, size: int) -> bytes:
