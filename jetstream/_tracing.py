@@ -92,8 +92,11 @@ def received(tracing: Tracing, msgs: Sequence[JsMsg]) -> None:
         attrs = js_attributes(first)
     else:
         attrs = {}
-        meta = first.metadata if first.reply else None
-        if meta is not None:
+        try:
+            meta = first.metadata
+        except NatsError:  # not from a consumer (no ack subject)
+            pass
+        else:
             attrs["messaging.destination.subscription.name"] = meta.consumer
             attrs["messaging.nats.stream.name"] = meta.stream
     same = all(m.subject == first.subject for m in msgs)

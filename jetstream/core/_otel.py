@@ -33,7 +33,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from .._version import __version__
-from ..protocol.headers import NATS_MSG_ID, Headers, HeadersLike
+from ..protocol.headers import NATS_MSG_ID, Headers, HeadersLike, encode_headers
 from .message import Msg
 from .subscription import MsgHandler, Subscription, SubscriptionOwner
 
@@ -161,8 +161,6 @@ class Tracing:
         headers: HeadersLike | None,
     ) -> None:
         """Core ``publish`` in a send span (it ends once the message is buffered)."""
-        from ..protocol.headers import encode_headers
-
         with self.send(subject, headers, len(data)) as (_, h):
             client._publish_nowait(subject, data, reply, encode_headers(h))
             conn = client._conn
