@@ -10,6 +10,7 @@ same id, and a partition that still cannot confirm all its rows fails its task.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,37 @@ class Target:
     max_pending: int
     retries: int
     min_duplicate_window: float
+    #: W3C trace context headers (``traceparent``, ``tracestate``) put on every row, so
+    #: that a consumer downstream continues the trace (a row's own header column wins)
+    trace_headers: tuple[tuple[str, str], ...] = ()
+
+
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def trace_headers(traceparent: str | None, tracestate: str | None) -> tuple[tuple[str, str], ...]:
+    """The checked trace headers of the ``traceparent``/``tracestate`` options."""
+    if traceparent is None:
+        if tracestate is not None:
+            raise SparkConfigError("tracestate needs traceparent (the context it belongs to)")
+        return ()
+    tp = traceparent.strip()
+    if (
+        not _TRACEPARENT.fullmatch(tp)
+        or tp.startswith("ff")
+        or tp[3:35] == "0" * 32
+        or tp[36:52] == "0" * 16
+    ):
+        raise SparkConfigError(
+            f"traceparent={traceparent!r} is not a W3C traceparent "
+            "(00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)"
+        )
+    out = [("traceparent", tp)]
+    if tracestate:
+        if not tracestate.isprintable():
+            raise SparkConfigError(f"tracestate={tracestate!r} cannot be a header value")
+        out.append(("tracestate", tracestate))
+    return tuple(out)
 
 
 def new_target(
@@ -69,6 +101,8 @@ def new_target(
     max_pending: int,
     retries: int,
     min_duplicate_window: float,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
 ) -> Target:
     """A ``Target`` of options checked on their own (before anything is connected to)."""
     if (subject is None) == (subject_col is None):
@@ -92,6 +126,7 @@ def new_target(
         max_pending,
         retries,
         min_duplicate_window,
+        trace_headers(traceparent, tracestate),
     )
 
 
@@ -198,6 +233,7 @@ class _PartitionWriter:
             values = [_json.encode(r) for r in batch.to_pylist()]
         keys = batch.column(names.index(t.key_col)).to_pylist() if t.key_col is not None else None
         hcols = [(h, batch.column(names.index(h)).to_pylist()) for h in t.headers_cols]
+        traced = dict(t.trace_headers)
         check = t.subject_col is not None and bool(self._patterns)
         stored = self._stored
         rows: list[tuple[str, bytes, bytes, str]] = []
@@ -230,8 +266,10 @@ class _PartitionWriter:
                 msg_id = str(key)
             else:
                 msg_id = f"{self.prefix}:{start + i}"
-            if hcols:
+            if hcols or traced:
                 headers = {h: str(col[i]) for h, col in hcols if col[i] is not None} or None
+                if traced:
+                    headers = {**traced, **headers} if headers else traced
                 hdr = encode_headers(self.js.msg_id_headers(headers, msg_id))
             else:
                 if not msg_id or not msg_id.isprintable():

@@ -17,7 +17,7 @@ foreachBatch function runs on the Connect server.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,6 +30,7 @@ from ._publish import (
     new_target,
     write_batches,
 )
+from ._publish import trace_headers as check_trace_headers
 from ._query import active_query_ids
 
 if TYPE_CHECKING:
@@ -218,6 +219,8 @@ def foreach_batch_sink(
     mode: Literal["executors", "driver"] = "executors",
     retries: int = 5,
     min_duplicate_window: float = 60.0,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
     **connect_options: Any,
 ) -> ForeachBatchSink:
     """A function for ``df.writeStream.foreachBatch(...)`` that writes every row to a
@@ -248,6 +251,10 @@ def foreach_batch_sink(
         retries: attempts for a row whose publish failed, with the same id.
         min_duplicate_window: refuse a stream whose duplicate window is shorter (seconds):
             a batch re-run after the window has passed would be stored twice.
+        traceparent: a W3C ``traceparent`` put on every row (with ``tracestate``), so
+            that a consumer downstream continues that trace; ``"current"``: the context
+            current where the sink is made (the driver's; needs the ``otel`` extra).
+        tracestate: the W3C ``tracestate`` that goes with ``traceparent``.
         connect_options: options of ``jetstream.connect`` that can be pickled (user,
             password, token, creds, connect_timeout, ...), plus ``tls_ca``, ``tls_cert``,
             ``tls_key`` (paths), ``api_prefix``, ``domain`` and ``timeout``.
@@ -273,6 +280,13 @@ def foreach_batch_sink(
         min_duplicate_window=min_duplicate_window,
         **connect_options,
     )
+    if traceparent == "current":
+        from ..tracing import trace_headers
+
+        current = trace_headers()
+        traceparent, tracestate = current.get("traceparent"), current.get("tracestate")
+    if traceparent is not None or tracestate is not None:
+        target = replace(target, trace_headers=check_trace_headers(traceparent, tracestate))
     if mode not in ("executors", "driver"):
         raise SparkConfigError(f"mode must be 'executors' or 'driver', not {mode!r}")
     if id_prefix is not None:

@@ -103,6 +103,8 @@ class WriteOptions:
             max_pending=number_option(o, "max_pending", 1) or 4000,
             retries=5 if retries is None else retries,
             min_duplicate_window=min_window,
+            traceparent=o.get("traceparent") or None,
+            tracestate=o.get("tracestate") or None,
         )
         job_id = o.get("job_id") or None
         if job_id is not None and (any(c in job_id for c in " \t\r\n") or not job_id.isprintable()):
