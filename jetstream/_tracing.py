@@ -106,8 +106,11 @@ def received(tracing: Tracing, msgs: Sequence[JsMsg]) -> None:
     tracing.receive(name, [_headers(m) for m in msgs], attrs)
 
 
-def process_handler(tracing: Tracing, handler: Handler) -> Handler:
-    """``handler`` run inside a process span for each message (``consume()``)."""
+def process_handler(tracing: Tracing, handler: Handler, stream: object = None) -> Handler:
+    """``handler`` run inside a process span for each message (``consume()``); the
+    traced ``stream`` that feeds it makes no receive spans then."""
+    if isinstance(stream, TracedMessageStream | TracedPushStream):
+        stream._receive_spans = False
 
     async def traced(msg: JsMsg) -> None:
         with tracing.process(msg.subject, _headers(msg), js_attributes(msg)):

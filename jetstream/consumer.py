@@ -261,9 +261,7 @@ class Consumer:
         if tracing is not None:
             from ._tracing import process_handler
 
-            # a process span around each handler call instead of the receive spans
-            stream._receive_spans = False  # type: ignore[union-attr]
-            handler = process_handler(tracing, handler)
+            handler = process_handler(tracing, handler, stream)
         return ConsumeContext(stream, handler)
 
     # -- administration ---------------------------------------------------------------------
