@@ -253,3 +253,21 @@ async def test_trace_headers_carry_the_current_context(traced: Traced) -> None:
     sc = span.get_span_context()
     assert h["traceparent"] == f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}"
     assert trace_headers() == {}  # no span: nothing to continue
+
+
+async def test_push_consumer_messages_receive_spans(traced: Traced, tnc: Client) -> None:
+    js = tnc.jetstream()
+    stream = await js.create_stream(StreamConfig(name="PUSHT", subjects=["pusht"]))
+    await js.publish("pusht", b"p")
+    cons = await stream.create_consumer(
+        ConsumerConfig(durable_name="pushed", deliver_subject=tnc.new_inbox())
+    )
+    async with cons.messages() as it:
+        msg = await it.next(timeout=WAIT)
+        await msg.ack()
+    receive = traced.one("receive pusht")
+    assert [link.context.span_id for link in receive.links] == [
+        traced.one("send pusht").context.span_id
+    ]
+    assert receive.attributes is not None
+    assert receive.attributes["messaging.destination.subscription.name"] == "pushed"
