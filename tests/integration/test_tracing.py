@@ -6,7 +6,10 @@ an in-memory exporter, so nothing depends on the global provider."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -23,6 +26,7 @@ from jetstream.tracing import context_of, trace_headers
 pytestmark = pytest.mark.asyncio
 
 WAIT = 10.0  # seconds any one await may take
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Traced:
@@ -271,3 +275,44 @@ async def test_push_consumer_messages_receive_spans(traced: Traced, tnc: Client)
     ]
     assert receive.attributes is not None
     assert receive.attributes["messaging.destination.subscription.name"] == "pushed"
+
+
+GLOBAL_PROVIDER = """
+import asyncio, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import jetstream
+
+async def main():
+    async with jetstream.connect(sys.argv[1], tracing=True) as nc:
+        sub = await nc.subscribe("global.t")
+        await nc.flush()
+        # set after connect: tracing=True follows the global provider when it is set
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        await nc.publish("global.t", b"x")
+        msg = await sub.next_msg(timeout=10)
+        print(sorted(s.name for s in exporter.get_finished_spans()), "traceparent" in msg.headers)
+
+asyncio.run(main())
+"""
+
+
+async def test_tracing_true_uses_the_global_provider(nats_url: str) -> None:
+    # in a process of its own: the global provider can be set once per process
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        GLOBAL_PROVIDER,
+        nats_url,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().strip() == "['receive global.t', 'send global.t'] True"
