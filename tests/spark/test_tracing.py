@@ -16,6 +16,7 @@ import jetstream
 from jetstream import ConsumerConfig, JsMsg
 from jetstream.embedded import NatsServer
 from jetstream.spark import SparkConfigError, foreach_batch_sink
+from tests import leaks
 from tests.spark.helpers import make_stream, read_all
 
 
@@ -39,7 +40,7 @@ def _process_traces(url: str, provider: TracerProvider, n: int) -> None:
             async with await cons.consume(handle):
                 await asyncio.wait_for(done.wait(), 60)
 
-    asyncio.run(go())
+    leaks.run(go())
 
 
 def test_rows_carry_the_trace_context(spark: Any, module_nats_server: NatsServer) -> None:
