@@ -60,13 +60,13 @@ __all__ = [
 MOMENTS = ("before", "during", "after")
 CALLS = ("next", "fetch")
 #: the moments each disruption's run covers (none for the step-downs, which do not
-#: touch the connection or the consumers). Not yet ``before`` for a restart or a lame-duck
-#: move of the connected server: a message that server delivered just before its
-#: connection went away can be lost on the way, and the client, which never saw it, has
-#: nothing to give back: it waits out the ack_wait (two full runs of the matrix out of
-#: six showed it, once for each; see issue 35).
+#: touch the connection or the consumers). Not yet ``before`` for a lame-duck move of the
+#: connected server: one full run of the matrix out of six had a message come 60 s late
+#: there, not seen again since and not explained (issue 35). (The restart's, once put
+#: down to messages lost on the way, was the loop trying for ``CONFIRM_FOR`` an ack the
+#: restarted server ignores: see ``_confirm``.)
 LOOPS: dict[str, tuple[str, ...]] = {
-    "restart": ("during", "after"),
+    "restart": MOMENTS,
     "leader kill": MOMENTS,
     "rolling lame duck": ("during", "after"),
     "sigstop": MOMENTS,
@@ -172,12 +172,20 @@ async def read_loop(cell: _Cell, consumer: Any, mode: str, moments: Moments) -> 
             cell.calls.append((start, len(msgs), batch))
         for m in msgs:
             cell.take(int(m.data))
-            await _confirm(cell, m)
+            await _confirm(cell, consumer, m)
 
 
-async def _confirm(cell: _Cell, m: JsMsg) -> None:
-    """``ack_sync``, tried again while it fails (the servers do not answer); what it
-    raised goes to ``cell.reported`` (expected across a disruption)."""
+async def _confirm(cell: _Cell, consumer: Any, m: JsMsg) -> None:
+    """``ack_sync``, tried again while it fails (the servers do not answer) and the
+    consumer still counts the delivery; what it raised goes to ``cell.reported``
+    (expected across a disruption).
+
+    A server killed with SIGKILL may come back with its consumer's state of a moment
+    before, its delivered sequence below this message: it then never confirms an ack of
+    this delivery (nats-server ignores an ack past its delivered sequence, without a
+    reply) and delivers the message again, to the loop's next call. Tried again in
+    place, such an ack would hold the loop until ``CONFIRM_FOR``; it is left, and the
+    loop confirms the new delivery."""
     deadline = time.monotonic() + CONFIRM_FOR
     while True:
         try:
@@ -189,7 +197,20 @@ async def _confirm(cell: _Cell, m: JsMsg) -> None:
             if time.monotonic() > deadline:
                 cell.error(exc)
                 return
+            if isinstance(exc, jetstream.TimeoutError) and await _forgotten(consumer, m):
+                return
             await asyncio.sleep(0.25)
+
+
+async def _forgotten(consumer: Any, m: JsMsg) -> bool:
+    """The consumer's state no longer counts ``m`` as delivered (False when its info
+    does not come)."""
+    try:
+        info = await consumer.info()
+    except jetstream.NatsError:
+        return False
+    seq: int = info.delivered.stream_seq
+    return seq < m.metadata.sequence.stream
 
 
 async def lost_acks(cell: _Cell, consumer: jetstream.Consumer, down: float, bound: float) -> int:
