@@ -213,9 +213,10 @@ async def _forgotten(consumer: Any, m: JsMsg) -> bool:
     return seq < m.metadata.sequence.stream
 
 
-async def lost_acks(cell: _Cell, consumer: jetstream.Consumer, down: float, bound: float) -> int:
-    """How many acks ``cell`` had confirmed before ``down`` that the consumer's state no
-    longer has (its ack floor below them, its delivered sequence at or past them)."""
+async def lost_acks(cell: _Cell, consumer: jetstream.Consumer, before: float, bound: float) -> int:
+    """How many acks ``cell`` had confirmed before ``before`` (when the servers answered
+    again) that the consumer's state no longer has (its ack floor below them, its delivered
+    sequence at or past them)."""
     deadline = time.monotonic() + bound
     while True:
         try:
@@ -226,7 +227,7 @@ async def lost_acks(cell: _Cell, consumer: jetstream.Consumer, down: float, boun
                 raise
             await asyncio.sleep(0.2)
     floor, delivered = info.ack_floor.stream_seq, info.delivered.stream_seq
-    return sum(1 for seq, at in cell.confirmed if at < down and floor < seq <= delivered)
+    return sum(1 for seq, at in cell.confirmed if at < before and floor < seq <= delivered)
 
 
 async def settled(consumer: jetstream.Consumer) -> tuple[int, int]:
