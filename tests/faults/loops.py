@@ -61,9 +61,11 @@ MOMENTS = ("before", "during", "after")
 CALLS = ("next", "fetch")
 #: the moments each disruption's run covers (none for the step-downs, which do not
 #: touch the connection or the consumers). Not yet ``before`` for a lame-duck move of the
-#: connected server: one full run of the matrix out of six had a message come 60 s late
-#: there, not seen again since and not explained (issue 35). (The restart's, once put
-#: down to messages lost on the way, was the loop trying for ``CONFIRM_FOR`` an ack the
+#: connected server: the node first hands its consumers' leadership over, and a consumer
+#: leader stepping down while it serves a pull can count a delivery it never sends (no
+#: message with that consumer sequence reaches the client), which comes again only after
+#: the ack_wait; nothing the client can give back (issue 35). (The restart's, once put down
+#: to messages lost on the way, was the loop trying for ``CONFIRM_FOR`` an ack that the
 #: restarted server ignores: see ``_confirm``.)
 LOOPS: dict[str, tuple[str, ...]] = {
     "restart": MOMENTS,
