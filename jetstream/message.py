@@ -206,14 +206,22 @@ class JsMsg(msgspec.Struct):
         Raises:
             MsgAlreadyAckedError: already acknowledged; nothing is sent.
             TimeoutError: no confirmation within ``timeout`` (default 5 s); the message
-                counts as not acknowledged and ``ack_sync`` may be called again.
+                counts as not acknowledged and ``ack_sync`` may be called again. A
+                server that no longer counts the delivery (back from a kill with its
+                consumer's state of a moment before) never confirms it, and delivers the
+                message again to a later pull.
         """
         client, reply = self._confirmable()
+        wait = 5.0 if timeout is None else timeout
         # The ack subject came from the server: written as it is, not validated or cached
         # (like the plain acks).
-        await client._request(
-            reply, _ACK, 5.0 if timeout is None else timeout, None, b"PUB %b " % reply.encode()
-        )
+        try:
+            await client._request(reply, _ACK, wait, None, b"PUB %b " % reply.encode())
+        except NatsTimeoutError:
+            raise NatsTimeoutError(
+                f"the ack of the message on {self.subject!r} was not confirmed within "
+                f"{wait}s{_UNCONFIRMED}"
+            ) from None
         self._acked = True
 
     def _confirmable(self) -> tuple[Client, str]:
@@ -268,11 +276,19 @@ class _Confirms:
             return
         if isinstance(exc, NatsTimeoutError):
             exc = NatsTimeoutError(
-                f"{len(self.pending)} of {self.total} acks not confirmed within {self.timeout}s"
+                f"{len(self.pending)} of {self.total} acks not confirmed within "
+                f"{self.timeout}s{_UNCONFIRMED}"
             )
         self.fut.set_exception(exc)
 
 
+#: what an unconfirmed ack may mean: a server that no longer counts the delivery (back
+#: from a kill with its consumer's state of a moment before, or a consumer made again)
+#: ignores the ack without an answer, so asking again never succeeds
+_UNCONFIRMED = (
+    " (a server back from a restart may no longer count that delivery: it ignores the"
+    " ack and delivers the message again, so read on rather than only ask again)"
+)
 _reply_of = attrgetter("reply")
 _client_of = attrgetter("_client")
 _acked_of = attrgetter("_acked")

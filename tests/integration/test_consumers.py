@@ -64,6 +64,26 @@ async def test_ack_sync_is_confirmed_every_time(js: JetStream) -> None:
         assert info.num_pending == 49 - i
 
 
+async def test_an_ack_the_server_no_longer_counts_says_so(js: JetStream) -> None:
+    """A consumer made again under the same name (as a server back from a kill -9 may
+    hold its consumer's state of a moment before) ignores the ack of a delivery it does
+    not count, without an answer: the timeout says what that means, and the message
+    comes again."""
+    s = await js.create_stream(StreamConfig(name="FORGOT", subjects=["forgot"]))
+    await js.publish("forgot", b"x")
+    config = ConsumerConfig(durable_name="f", ack_wait=60)
+    consumer = await s.create_consumer(config)
+    msg = await consumer.next(timeout=5)
+    await s.delete_consumer("f")
+    consumer = await s.create_consumer(config)
+    with pytest.raises(jetstream.TimeoutError, match="may no longer count that delivery"):
+        await msg.ack_sync(timeout=1)
+    assert not msg.acked
+    again = await consumer.next(timeout=5)
+    assert again.data == b"x" and again.metadata.num_delivered == 1
+    await again.ack_sync(timeout=5)
+
+
 async def test_consumer_management(stream: Stream) -> None:
     durable = await stream.create_consumer(
         ConsumerConfig(
