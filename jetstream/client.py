@@ -10,6 +10,9 @@ imports this one.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from .core._connect import connect as _core_connect
 from .core._connect import with_client_type
 from .core.client import Client as CoreClient
@@ -42,17 +45,26 @@ class Client(CoreClient):
     ``add_service()``.
     """
 
-    async def add_service(self, config: ServiceConfig) -> Service:
+    async def add_service(self, config: ServiceConfig | None = None, /, **fields: Any) -> Service:
         """Start a service on this connection (ADR-32; see ``jetstream.service``).
 
-        The whole ``config`` is checked first; then the service subscribes its
-        discovery subjects (``$SRV.PING|INFO|STATS``, ``.<name>``, ``.<name>.<id>``) and
-        its endpoints. Stop it with ``await service.stop()`` (or ``async with``).
+        Give a ``ServiceConfig``, or its fields as keywords
+        (``nc.add_service(name="calc", version="1.0.0", endpoints=[...])``); keywords
+        beside a config replace its fields. The whole configuration is checked first;
+        then the service subscribes its discovery subjects (``$SRV.PING|INFO|STATS``,
+        ``.<name>``, ``.<name>.<id>``) and its endpoints. Stop it with ``await
+        service.stop()`` (or ``async with``).
 
         Raises:
+            TypeError: a keyword that is not a field of ``ServiceConfig``, or no name or
+                version.
             ServiceConfigError: a name, the version, a queue group or metadata is invalid.
             BadSubjectError: a group prefix or endpoint subject is invalid.
         """
+        if config is None:
+            config = ServiceConfig(**fields)
+        elif fields:
+            config = dataclasses.replace(config, **fields)
         return await start_service(self, config)
 
     def jetstream(

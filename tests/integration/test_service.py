@@ -86,6 +86,20 @@ async def test_endpoints_and_groups_answer(nc: Client) -> None:
     assert service.stopped
 
 
+async def test_a_service_from_keywords(nc: Client) -> None:
+    """The config's fields as keywords, alone or replacing those of a config."""
+    echo_ep = EndpointConfig(name="echo", handler=echo, subject="kw.echo")
+    async with await nc.add_service(name="kw", version="0.1.0", endpoints=[echo_ep]) as service:
+        assert (await nc.request("kw.echo", b"x", timeout=T)).data == b"x"
+        assert (service.info().name, service.info().version) == ("kw", "0.1.0")
+    base = ServiceConfig(name="base", version="1.0.0")
+    async with await nc.add_service(base, version="2.0.0", description="d") as service:
+        assert (service.info().name, service.info().version) == ("base", "2.0.0")
+        assert service.info().description == "d"
+    with pytest.raises(TypeError, match="versoin"):
+        await nc.add_service(name="kw", versoin="1.0.0")
+
+
 async def test_error_answers_and_handler_exceptions(nc: Client) -> None:
     config = ServiceConfig(
         name="errs",
