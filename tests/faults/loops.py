@@ -74,7 +74,7 @@ CALLS = ("next", "fetch")
 LOOPS: dict[str, tuple[str, ...]] = {
     "restart": MOMENTS,
     "leader kill": ("after",),
-    "rolling lame duck": ("after",),
+    "rolling lame duck": (),  # a rolling move: every later step moves leaderships too
     "sigstop": MOMENTS,
 }
 #: the loops' consumers' ack_wait: a message left to it comes after LAG_BOUND
