@@ -170,8 +170,29 @@ class Publishing:
             from . import _tracing
 
             return await _tracing.publish(
-                self, nc._tracing, subject, data, h, msg_id, total, retry_attempts, retry_wait
+                nc._tracing,
+                subject,
+                h,
+                len(data),
+                lambda th: self._attempts(
+                    subject, data, th, msg_id, total, retry_attempts, retry_wait
+                ),
             )
+        return await self._attempts(subject, data, h, msg_id, total, retry_attempts, retry_wait)
+
+    async def _attempts(
+        self,
+        subject: str,
+        data: bytes | bytearray | memoryview,
+        h: HeadersLike | None,
+        msg_id: str | None,
+        total: float,
+        retry_attempts: int | None,
+        retry_wait: float,
+    ) -> PubAck:
+        """``publish`` once its headers are made: the first attempt, then (when it
+        failed in a way worth another) ``_publish_retry`` until the deadline."""
+        nc = self._nc
         start = nc._loop.time()
         try:  # the common case: answered at the first attempt
             first_wait = total if msg_id is None else attempt_timeout(total)
@@ -332,20 +353,29 @@ class Publishing:
             else headers
         )
         pub = self._publisher
-        # The common case without a coroutine of its own: room in the window, socket writable.
         keyed = msg_id is not None
-        if self._nc._tracing is not None:
+        tracing = self._nc._tracing
+        if tracing is not None:
+            # a send span that ends when the future resolves; its context in the headers
+            span, h = tracing.start_send(subject, h, len(data), "publish_async")
+        try:
+            # The common case without a coroutine of its own: room in the window, socket
+            # writable.
+            fut = pub.try_publish(subject, data, h, timeout, keyed)
+            if fut is None:
+                fut = await pub.publish(subject, data, h, timeout, keyed)
+            else:
+                conn = self._nc._conn
+                if conn is not None and conn.write_paused:
+                    await self._nc._wait_writable()
+        except BaseException as exc:
+            if tracing is not None:
+                tracing.end_send(span, None, exc)
+            raise
+        if tracing is not None:
             from . import _tracing
 
-            return await _tracing.publish_async(
-                self, self._nc._tracing, subject, data, h, timeout, keyed
-            )
-        fut = pub.try_publish(subject, data, h, timeout, keyed)
-        if fut is None:
-            return await pub.publish(subject, data, h, timeout, keyed)
-        conn = self._nc._conn
-        if conn is not None and conn.write_paused:
-            await self._nc._wait_writable()
+            _tracing.end_with(tracing, span, fut)
         return fut
 
     async def publish_async_complete(self, timeout: float | None = None) -> None:

@@ -9,52 +9,31 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ._pull import MessageStream
 from ._push import PushStream
-from ._retry import attempt_timeout
-from .api import PubAck, decode_response
-from .errors import DisconnectedError, DuplicateMessageConflictError, NatsError, NoRespondersError
-from .errors import TimeoutError as NatsTimeoutError
+from .api import PubAck
+from .errors import NatsError
 from .message import JsMsg
 from .protocol.headers import NATS_MSG_ID, HeadersLike
 
 if TYPE_CHECKING:
-    from ._pubasync import AsyncPublisher
+    from opentelemetry.trace import Span
+
     from .core._otel import Tracing
-    from .core.client import Client
 
 __all__ = [
     "TracedMessageStream",
     "TracedPushStream",
+    "end_with",
     "js_attributes",
     "process_handler",
     "publish",
-    "publish_async",
     "received",
 ]
 
 Handler = Callable[[JsMsg], Awaitable[None] | None]
-
-
-class Publishing(Protocol):
-    """What the traced publishes need of the JetStream context (``_publish.Publishing``)."""
-
-    _nc: Client
-    _publisher: AsyncPublisher
-
-    async def _publish_retry(
-        self,
-        subject: str,
-        data: bytes | bytearray | memoryview,
-        headers: HeadersLike | None,
-        keyed: bool,
-        deadline: float,
-        cause: NatsError,
-        retry_attempts: int | None,
-        retry_wait: float,
-    ) -> PubAck: ...
 
 
 def js_attributes(msg: JsMsg) -> dict[str, Any]:
@@ -158,64 +137,23 @@ def _ack_attributes(ack: PubAck) -> dict[str, Any]:
 
 
 async def publish(
-    ctx: Publishing,
     tracing: Tracing,
     subject: str,
-    data: bytes | bytearray | memoryview,
     headers: HeadersLike | None,
-    msg_id: str | None,
-    total: float,
-    retry_attempts: int | None,
-    retry_wait: float,
+    size: int,
+    attempts: Callable[[HeadersLike | None], Awaitable[PubAck]],
 ) -> PubAck:
-    """``js.publish`` in a send span that ends at the PubAck (or the error): the same
-    attempts as the untraced call, with the span's context in the headers."""
-    nc = ctx._nc
-    start = nc._loop.time()
-    with tracing.send(subject, headers, len(data)) as (span, h):
-        try:
-            first_wait = total if msg_id is None else attempt_timeout(total)
-            msg = await nc.request(subject, data, timeout=first_wait, headers=h)
-            ack = decode_response(msg.data, PubAck, subject)
-        except NoRespondersError as exc:
-            first: NatsError = exc
-        except (DisconnectedError, NatsTimeoutError, DuplicateMessageConflictError) as exc:
-            if msg_id is None:
-                raise
-            first = exc
-        else:
-            span.set_attributes(_ack_attributes(ack))
-            return ack
-        ack = await ctx._publish_retry(
-            subject, data, h, msg_id is not None, start + total, first, retry_attempts, retry_wait
-        )
+    """``js.publish`` in a send span that ends at the PubAck (or the error):
+    ``attempts`` makes the untraced call's attempts, with the headers given it (the
+    span's context added)."""
+    with tracing.send(subject, headers, size) as (span, h):
+        ack = await attempts(h)
         span.set_attributes(_ack_attributes(ack))
         return ack
 
 
-async def publish_async(
-    ctx: Publishing,
-    tracing: Tracing,
-    subject: str,
-    data: bytes | bytearray | memoryview,
-    headers: HeadersLike | None,
-    timeout: float | None,
-    keyed: bool,
-) -> asyncio.Future[PubAck]:
-    """``publish_async`` with a send span that ends when its future resolves."""
-    span, h = tracing.start_send(subject, headers, len(data), "publish_async")
-    try:
-        pub = ctx._publisher
-        fut = pub.try_publish(subject, data, h, timeout, keyed)
-        if fut is None:
-            fut = await pub.publish(subject, data, h, timeout, keyed)
-        else:
-            conn = ctx._nc._conn
-            if conn is not None and conn.write_paused:
-                await ctx._nc._wait_writable()
-    except BaseException as exc:
-        tracing.end_send(span, None, exc)
-        raise
+def end_with(tracing: Tracing, span: Span, fut: asyncio.Future[PubAck]) -> None:
+    """End ``publish_async``'s send span when its future resolves."""
 
     def done(f: asyncio.Future[PubAck]) -> None:
         if f.cancelled():
@@ -225,4 +163,3 @@ async def publish_async(
         tracing.end_send(span, None if exc else _ack_attributes(f.result()), exc)
 
     fut.add_done_callback(done)
-    return fut

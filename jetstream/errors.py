@@ -107,10 +107,7 @@ class NatsError(Exception):
 
 class ProtocolError(NatsError):
     """The server sent bytes that break the NATS protocol; fatal to that connection.
-
-    ``ops`` holds what the parser read from the same feed before the violation, so
-    that nothing the server delivered before it is lost.
-    """
+    ``ops`` holds what the parser read from the same feed before the violation."""
 
     ops: Sequence[object] = ()
 
@@ -155,7 +152,12 @@ class NoStreamError(NoRespondersError):
 
 class TracingUnavailableError(NatsError, ImportError):
     """Tracing was asked for (``connect(tracing=...)``, ``jetstream.tracing``) but
-    OpenTelemetry's API is not installed: ``pip install 'jetstream-asyncio[otel]'``."""
+    OpenTelemetry's API is not installed (the message says how to install it)."""
+
+    @classmethod
+    def missing(cls, exc: ImportError) -> TracingUnavailableError:
+        extra = "the otel extra: pip install 'jetstream-asyncio[otel]'"
+        return cls(f"tracing needs OpenTelemetry's API, {extra} ({exc})")
 
 
 class SlowConsumerError(NatsError):

@@ -31,10 +31,7 @@ def _otel() -> None:
     try:
         import opentelemetry.propagate  # noqa: F401
     except ImportError as exc:
-        raise TracingUnavailableError(
-            "tracing needs OpenTelemetry's API, the otel extra: "
-            f"pip install 'jetstream-asyncio[otel]' ({exc})"
-        ) from None
+        raise TracingUnavailableError.missing(exc) from None
 
 
 def context_of(msg: Msg | JsMsg, base: Context | None = None) -> Context:

@@ -218,10 +218,7 @@ def _tracing(tracing: bool | TracerProvider | None) -> Tracing | None:
     try:
         from ._otel import Tracing
     except ImportError as exc:
-        raise TracingUnavailableError(
-            "tracing needs OpenTelemetry's API, the otel extra: "
-            f"pip install 'jetstream-asyncio[otel]' ({exc})"
-        ) from None
+        raise TracingUnavailableError.missing(exc) from None
     return Tracing(None if tracing is True else tracing)
 
 
