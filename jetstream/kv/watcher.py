@@ -34,6 +34,7 @@ after the marker.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, Self
 
@@ -43,10 +44,14 @@ from ..errors import TimeoutError as NatsTimeoutError
 from .entry import KeyValueEntry, KeyValueOp, operation_of, validate_key_filter
 
 if TYPE_CHECKING:
+    from ..message import JsMsg
     from ..ordered import OrderedConsumer, OrderedStream
     from ..stream import Stream
 
 __all__ = ["KeyWatcher"]
+
+#: messages made into entries at a time, at most
+_BATCH = 256
 
 
 class _Bucket(Protocol):
@@ -107,10 +112,10 @@ class KeyWatcher:
         #: the stream's last sequence when the watch started (see the module docstring)
         self.snapshot_revision = 0
         self._init_done = False
-        self._marker_due = False
+        #: what comes next, made from the messages buffered in order (None: the marker)
+        self._ready: deque[KeyValueEntry | None] = deque()
         #: true once the up-to-date marker has been yielded
         self.up_to_date = False
-        self._held: KeyValueEntry | None = None
         self._stopped = False
 
     async def _start(self) -> OrderedStream:
@@ -133,35 +138,48 @@ class KeyWatcher:
             # Nothing matched when the consumer was made (nor, then, at ``before``):
             # whatever comes is a change made after the watch started.
             self.snapshot_revision = before
-            self._init_done = self._marker_due = True
+            self._init_done = True
+            self._ready.append(None)
         else:
             # Read after the consumer exists: every revision up to here is in its view.
             last = self.snapshot_revision = (await kv._stream.info()).state.last_seq
             if self._resume is not None and self._resume > last:
-                self._init_done = self._marker_due = True
+                self._init_done = True
+                self._ready.append(None)
         self._it = oc.messages(max_messages=1000)
         return self._it
 
     async def __anext__(self) -> KeyValueEntry | None:
-        it = self._it
-        if it is None:
-            if self._stopped:
-                raise StopAsyncIteration
-            it = await self._start()
-        held = self._held
-        if held is not None:
-            self._held = None
-            return held
-        if self._marker_due:
-            self._marker_due = False
+        ready = self._ready
+        if not ready:
+            it = self._it
+            if it is None:
+                if self._stopped:
+                    raise StopAsyncIteration
+                it = await self._start()
+            while not ready:
+                # what is buffered in order, at once (a coroutine only to wait)
+                msg = it.take_nowait()
+                if msg is None:
+                    msg = await it.__anext__()
+                batch = [msg]
+                while len(batch) < _BATCH and (msg := it.take_nowait()) is not None:
+                    batch.append(msg)
+                self._convert(batch)
+        out = ready.popleft()
+        if out is None:
             self.up_to_date = True
-            return None
+        return out
+
+    def _convert(self, batch: list[JsMsg]) -> None:
+        """The entries of ``batch`` into ``_ready``, the marker where it belongs."""
+        ready = self._ready
+        bucket = self._kv.bucket
         pre_len = len(self._pre)
-        while True:
-            # a buffered, in-order message without a coroutine of the ordered stream
-            msg = it.take_nowait()
-            if msg is None:
-                msg = await it.__anext__()
+        meta_only = self._meta_only
+        ignore_deletes = self._ignore_deletes
+        put = KeyValueOp.PUT
+        for msg in batch:
             # The ack subject, read once: ...<sseq>.<cseq>.<timestamp ns>.<pending>
             # (v1 has 9 tokens, v2 11 or more; see message.parse_ack_subject).
             t = (msg.reply or "").split(".")
@@ -169,13 +187,13 @@ class KeyWatcher:
                 seq, ts, pending = int(t[5]), int(t[7]), int(t[8])
             else:
                 seq, ts, pending = int(t[7]), int(t[9]), int(t[10])
-            op = operation_of(msg.headers) if msg.raw_headers else KeyValueOp.PUT
+            op = operation_of(msg.headers) if msg.raw_headers else put
             entry: KeyValueEntry | None = None
-            if not (self._ignore_deletes and op is not KeyValueOp.PUT):
+            if not (ignore_deletes and op is not put):
                 entry = KeyValueEntry(
-                    self._kv.bucket,
+                    bucket,
                     msg.subject[pre_len:],
-                    b"" if self._meta_only else msg.data,
+                    b"" if meta_only else msg.data,
                     seq,
                     ts,
                     pending,
@@ -186,17 +204,15 @@ class KeyWatcher:
                 if seq > last:
                     # A write made after the watch started: the marker comes first.
                     self._init_done = True
-                    self._held = entry
-                    self.up_to_date = True
-                    return None
-                if seq == last or pending == 0:
+                    ready.append(None)
+                elif seq == last or pending == 0:
                     self._init_done = True
-                    if entry is None:
-                        self.up_to_date = True
-                        return None
-                    self._marker_due = True
+                    if entry is not None:
+                        ready.append(entry)
+                    ready.append(None)
+                    continue
             if entry is not None:
-                return entry
+                ready.append(entry)
 
     def __aiter__(self) -> Self:
         return self
@@ -221,6 +237,7 @@ class KeyWatcher:
     async def stop(self) -> None:
         """Stop watching: the iteration ends and the consumer is deleted (best effort)."""
         self._stopped = True
+        self._ready.clear()
         if self._it is not None:
             self._it.stop()
         oc = self._oc

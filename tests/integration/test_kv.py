@@ -445,6 +445,21 @@ async def test_watch_is_up_to_date_under_concurrent_writers(js: JetStream) -> No
     assert writes_at_marker > 2000
 
 
+async def test_a_stopped_watch_yields_nothing_more(js: JetStream) -> None:
+    """Entries made ahead from the buffered messages are dropped by stop(): after it the
+    iteration ends, with none of them."""
+    kv = await js.create_key_value(bucket="stopped")
+    for i in range(20):
+        await kv.put(f"k{i}", b"v")
+    w = kv.watch_all()
+    first = await w.next(10)
+    assert first is not None and first.key == "k0"
+    await w.stop()
+    assert [e async for e in w] == []
+    with pytest.raises(StopAsyncIteration):
+        await w.next(1)
+
+
 async def test_cas_counter_under_contention(js: JetStream) -> None:
     kv = await js.create_key_value(bucket="cas")
     await kv.put("n", b"0")
