@@ -60,11 +60,11 @@ __all__ = [
 MOMENTS = ("before", "during", "after")
 CALLS = ("next", "fetch")
 #: the moments each disruption's run covers (none for the step-downs, which do not
-#: touch the connection or the consumers). Only ``after`` for the two disruptions that
-#: move a consumer's leadership while a pull may be served, a lame-duck move of the
-#: connected server (the node first hands its consumers' leadership over) and a kill of
-#: the consumer's leader (a call made before or during the move has a pull out while the
-#: leadership moves): a leader stepping down while it serves a pull can count a
+#: touch the connection or the consumers). Only ``after`` for a kill of the consumer's
+#: leader (a call made before or during it has a pull out while the leadership moves),
+#: and none for the rolling lame-duck move (each node first hands its consumers'
+#: leadership over, and every step moves leaderships again, after the connected server's
+#: too): a leader stepping down while it serves a pull can count a
 #: delivery it never sends (no message with that consumer sequence reaches the client),
 #: which comes again only after the ack_wait; nothing the client can give back (issue 35;
 #: once in about fifteen step-downs; seen in full runs in the leader kill's ``before``
