@@ -82,6 +82,8 @@ class ConnectionOwner(Protocol):
 
 #: Feeds with at least this many ops are checked for being all messages for one sid.
 _BULK_MIN = 8
+#: ops before the parser's run that ``_dispatch`` checks one by one, at most
+_RUN_LEAD = 4
 
 #: Bytes asked for per read on asyncio's own socket transport, while reads come back
 #: smaller than this. That transport reads into a new ``bytes`` of its ``max_size``
@@ -167,15 +169,32 @@ class _Connection(asyncio.Protocol):
         subs = self.subs
         msg_type = self.msg_type
         if len(ops) >= _BULK_MIN and ops[0].__class__ is msg_type:
-            # Only MSG ops have a sid: an AttributeError means some op is not one.
-            try:
-                sids = list(map(_sid_of, ops))
-            except AttributeError:
-                sids = None
-            if sids is not None and sids.count(sids[0]) == len(sids):
-                many = getattr(subs.get(sids[0]), "_deliver_many", None)
+            parser = self.parser
+            size = -1
+            sid: int | None = None
+            if parser.run_end == len(ops) and parser.run_start <= _RUN_LEAD:
+                # One run for one sid as the parser made it, but for the few ops before
+                # it (a payload begun in the feed before): only those are looked at.
+                sid = parser.run_sid
+                size = parser.run_bytes
+                for op in ops[: parser.run_start]:
+                    if op.__class__ is not msg_type or op.sid != sid:
+                        sid = None
+                        size = -1
+                        break
+                    size += len(op.payload)
+            else:
+                # Only MSG ops have a sid: an AttributeError means some op is not one.
+                try:
+                    sids = list(map(_sid_of, ops))
+                except AttributeError:
+                    sids = None
+                sid = sids[0] if sids is not None and sids.count(sids[0]) == len(sids) else None
+            if sid is not None:
+                many = getattr(subs.get(sid), "_deliver_many", None)
                 if many is not None:
-                    size = sum(map(len, map(_payload_of, ops)))
+                    if size < 0:
+                        size = sum(map(len, map(_payload_of, ops)))
                     try:
                         taken = many(ops, size)
                     except Exception as exc:  # as below: the reader must go on

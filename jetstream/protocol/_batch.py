@@ -63,9 +63,16 @@ def _decode_column(texts: list[bytes]) -> list[str]:
 
 class BatchParser:
     """The batch half of ``Parser``, with the state of its tries: feeds to skip before
-    trying again (``_cooldown``) and failed tries in a row (``_misses``)."""
+    trying again (``_cooldown``) and failed tries in a row (``_misses``).
 
-    __slots__ = ("_cooldown", "_misses")
+    After each ``feed``, when ``run_end`` equals the number of ops returned, its ops
+    from ``run_start`` on are one run of plain messages (no header block) for sid
+    ``run_sid``, with ``run_bytes`` bytes of payload in all: a reader needs to look at
+    the ops before it only (usually none, or the one whose payload began in the feed
+    before). ``run_end`` is 0 when the feed made no such run.
+    """
+
+    __slots__ = ("_cooldown", "_misses", "run_bytes", "run_end", "run_sid", "run_start")
 
     max_control_line: int
     max_payload: int
@@ -241,15 +248,17 @@ class BatchParser:
             return 0
         subject = head[1].decode()
         reply = head[3].decode() if len(head) == 5 else None
+        sid = int(sid_b)
         ops.extend(
             map(
                 self._msg,
                 repeat(subject, count),
-                repeat(int(sid_b), count),
+                repeat(sid, count),
                 repeat(reply, count),
                 payloads,
             )
         )
+        self._note_run(ops, count, sid, count * size)
         return count * (len(line) + size + 4)
 
     def _reply_run(
@@ -285,15 +294,17 @@ class BatchParser:
             or a - b + max(map(len, replies)) > self.max_control_line
         ):
             return 0
+        sid = int(sid_b)
         ops.extend(
             map(
                 self._msg,
                 repeat(head[1].decode(), count),
-                repeat(int(sid_b), count),
+                repeat(sid, count),
                 map(bytes.decode, replies),
                 payloads,
             )
         )
+        self._note_run(ops, count, sid, count * size)
         return len(joined) + count * (a - b + size + 4)
 
     def _repeated_lines_run(
@@ -330,6 +341,14 @@ class BatchParser:
             return 0
         ops.extend(map(self._msg, subjects, sids, replies, payloads))
         return sum(map(len, ctl)) + sum(lens) + 4 * count
+
+    def _note_run(self, ops: list[Op], count: int, sid: int, nbytes: int) -> None:
+        """``count`` plain messages for ``sid`` (``nbytes`` of payload) were just added
+        to the end of ``ops`` (see the class)."""
+        end = self.run_end = len(ops)
+        self.run_start = end - count
+        self.run_sid = sid
+        self.run_bytes = nbytes
 
     def _no_batch(self, pos: int) -> int:
         """A batch try failed: pause batch tries for a while (longer after each miss)."""

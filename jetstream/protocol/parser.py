@@ -241,6 +241,7 @@ class Parser(BatchParser):
         # Feeds to skip before trying batch parsing again, and failed tries in a row.
         self._cooldown = 0
         self._misses = 0
+        self.run_start = self.run_end = self.run_sid = self.run_bytes = 0  # see BatchParser
         #: a bulk parser, tried first where a feed's ops begin with MSG: it takes a run
         #: of them in one piece (``MsgRun``), and the loop parses what it leaves
         self.bulk = bulk
@@ -269,6 +270,7 @@ class Parser(BatchParser):
         if type(data) is not bytes:
             data = bytes(data)
         ops: list[Op] = []
+        self.run_end = 0
         try:
             pos = 0
             if self._tail:
@@ -497,6 +499,7 @@ class Parser(BatchParser):
                 [data[a : a + size] for a in range(pos + skip, stop, step)],
             )
         )
+        self._note_run(ops, k + 1, sid, (k + 1) * size)  # with the op before the run
         return stop
 
     def _int(self, text: bytes, line: bytes) -> int:

@@ -5,7 +5,8 @@
 (c) arbitrary or mutated bytes give ops or ProtocolError, never another
     exception, and the bytes held stay bounded;
 (d) the batch path and the op-by-op loop agree, on valid and broken runs;
-    a run of one repeated control line is found by a regular expression as by a loop.
+    a run of one repeated control line is found by a regular expression as by a loop;
+(e) whatever the parser says of a feed's run (``run_end``...) is true of its ops.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from jetstream.errors import ProtocolError
 from jetstream.protocol.ops import OK, PING, PONG, Err, Info, Msg, Op
 from jetstream.protocol.parser import Parser, _run_length, _run_pattern
+from tests.unit.test_parser_runs import claimed
 
 PROPERTY = settings(max_examples=500, deadline=None)
 
@@ -48,13 +50,20 @@ def encode(op: Op) -> bytes:
     return {PING: b"PING\r\n", PONG: b"PONG\r\n", OK: b"+OK\r\n"}[op]
 
 
+def feed(parser: Parser, data: bytes) -> list[Op]:
+    """``parser.feed``, checking what it says of the feed's run (see test_parser_runs)."""
+    ops = parser.feed(data)
+    claimed(parser, ops)
+    return ops
+
+
 def feed_pieces(parser: Parser, data: bytes, cuts: Sequence[int]) -> list[Op]:
     ops: list[Op] = []
     start = 0
     for cut in sorted(set(cuts)):
-        ops += parser.feed(data[start:cut])
+        ops += feed(parser, data[start:cut])
         start = cut
-    ops += parser.feed(data[start:])
+    ops += feed(parser, data[start:])
     return ops
 
 
@@ -181,7 +190,7 @@ def feed_garbage(data: bytes, cuts: Sequence[int]) -> None:
         chunk = data[start:cut]
         start = cut
         try:
-            ops = parser.feed(chunk)
+            ops = feed(parser, chunk)
         except ProtocolError:
             failed = True
             continue
@@ -281,7 +290,7 @@ def outcome(ops: list[Op] | None) -> object:
 
 def run_whole(data: bytes) -> list[Op] | None:
     try:
-        return Parser().feed(data)
+        return feed(Parser(), data)
     except ProtocolError:
         return None
 
@@ -291,7 +300,7 @@ def run_bytewise(data: bytes) -> list[Op] | None:
     ops: list[Op] = []
     try:
         for i in range(len(data)):
-            ops += parser.feed(data[i : i + 1])
+            ops += feed(parser, data[i : i + 1])
     except ProtocolError:
         return None
     return ops
@@ -301,7 +310,12 @@ def run_bytewise(data: bytes) -> list[Op] | None:
 @given(runs(), st.data())
 def test_runs_batch_and_loop_agree(run: list[Msg], data: st.DataObject) -> None:
     stream = b"".join(map(encode_msg, run))
-    assert Parser().feed(stream) == run  # whole: mostly the batch path
+    parser = Parser()
+    assert feed(parser, stream) == run  # whole: mostly the batch path
+    lines = {encode_msg(m).split(b"\r\n")[0] for m in run}
+    if len(lines) == 1 and run[0].hdr is None and not any(b"\r\n" in m.payload for m in run):
+        # one control line, repeated (a subscription's steady feed): said to be one run
+        assert claimed(parser, run) and parser.run_start == 0
     assert run_bytewise(stream) == run  # byte by byte: the loop only
     assert feed_pieces(Parser(), stream, data.draw(cuts_for(stream))) == run
 
