@@ -22,8 +22,8 @@ BATCH_MIN = 4
 PROBE = 2048
 PROBE_LINES = 16
 _COOLDOWN_MAX = 64  # after failed batch attempts, skip at most this many feeds
-#: what bytes.split() splits on, one byte each (a search for one byte is a memchr)
-_WHITESPACE = (b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
+#: what bytes.split() splits on besides the space and the newline (in ASCII text)
+_OTHER_WHITESPACE = ("\t", "\r", "\x0b", "\x0c")
 
 
 def _same_numbers(texts: list[bytes], values: list[int]) -> bool:
@@ -268,9 +268,10 @@ class BatchParser:
         line is ``MSG <subject> <sid> <reply> <size>`` with the subject, sid and size of
         the first (split: ``head``), single spaces between.
 
-        Each reply is its line's middle slice; the lines are exactly prefix + reply +
-        suffix when joined they equal the prefix-reply-suffix sequence joined (no line is
-        shorter than prefix and suffix: such a line would make the sequence longer).
+        The lines are joined with a newline and decoded once (ASCII only), then split
+        at what lies between two replies (``<size>\\nMSG <subject> <sid> ``): every line
+        is exactly prefix + reply + suffix when the only newlines and spaces there are
+        those separators' own (so each newline is where one line ends).
         Returns the bytes consumed, or 0 when the run is not exactly what the op-by-op
         loop would accept (then the other paths decide).
         """
@@ -283,29 +284,28 @@ class BatchParser:
             return 0
         prefix = b"MSG %b %b " % (head[1], sid_b)
         suffix = b" " + size_b
-        a = len(prefix)
-        b = -len(suffix)
-        replies = [line[a:b] for line in ctl]
-        joined = b"".join(replies)
+        whole = b"\n".join(ctl)
+        if not (whole.isascii() and whole.startswith(prefix) and whole.endswith(suffix)):
+            return 0
+        text = whole.decode()
+        sep = (suffix + b"\n" + prefix).decode()
+        inner = text[len(prefix) : len(text) - len(suffix)]
+        replies = inner.split(sep)
         if (
-            b"".join(ctl) != prefix + (suffix + prefix).join(replies) + suffix
-            or replies.count(b"")
-            or any(map(joined.__contains__, _WHITESPACE))
-            or a - b + max(map(len, replies)) > self.max_control_line
+            len(replies) != count
+            or replies.count("")
+            or inner.count(" ") != (count - 1) * sep.count(" ")
+            or inner.count("\n") != count - 1
+            or any(map(inner.__contains__, _OTHER_WHITESPACE))
+            or len(prefix) + len(suffix) + max(map(len, replies)) > self.max_control_line
         ):
             return 0
         sid = int(sid_b)
         ops.extend(
-            map(
-                self._msg,
-                repeat(head[1].decode(), count),
-                repeat(sid, count),
-                map(bytes.decode, replies),
-                payloads,
-            )
+            map(self._msg, repeat(head[1].decode(), count), repeat(sid, count), replies, payloads)
         )
         self._note_run(ops, count, sid, count * size)
-        return len(joined) + count * (a - b + size + 4)
+        return len(whole) + 1 + count * (size + 3)
 
     def _repeated_lines_run(
         self, ctl: list[bytes], payloads: list[bytes], count: int, ops: list[Op]

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 from hypothesis import given, settings
@@ -329,6 +329,48 @@ def test_broken_runs_batch_and_loop_agree(run: list[Msg], data: st.DataObject) -
         stream[i] = data.draw(st.sampled_from(b" \t\r\n\x000123456789+_MSGH") | st.integers(0, 255))
     broken = bytes(stream)
     assert outcome(run_whole(broken)) == outcome(run_bytewise(broken))
+
+
+@st.composite
+def reply_runs(draw: st.DrawFn) -> bytes:
+    """A consumer's deliveries: one subject, sid and size, a reply subject each (what
+    ``_reply_run`` takes), now and then an odd reply (any bytes: whitespace, a newline,
+    not UTF-8, none at all) or an odd byte anywhere."""
+    subject = draw(st.sampled_from(["s.x", "ORDERS.new", "é.x"]) | token).encode()
+    sid = draw(st.integers(0, 10**6))
+    body = draw(st.binary(max_size=6))
+    ack = st.builds(
+        lambda a, b, c: b"$JS.ACK.S.C.1.%d.%d.17%d.0" % (a, b, c),
+        st.integers(0, 10**9),
+        st.integers(0, 10**9),
+        st.integers(0, 10**6),
+    )
+    odd = st.sampled_from([b"r\nx", b"r x", b"", b"r\tx", b"r\x0bx", b"\xc3\xa9", b"r\r"])
+    odd |= st.binary(max_size=6)
+    replies = draw(st.lists(ack, min_size=8, max_size=30))
+    for i in draw(st.sets(st.integers(0, len(replies) - 1), max_size=2)):
+        replies[i] = draw(odd)
+    stream = bytearray(
+        b"".join(b"MSG %b %d %b %d\r\n%b\r\n" % (subject, sid, r, len(body), body) for r in replies)
+    )
+    for _ in range(draw(st.integers(0, 2))):
+        stream[draw(st.integers(0, len(stream) - 1))] = draw(st.integers(0, 255))
+    return bytes(stream)
+
+
+@PROPERTY
+@given(reply_runs(), st.data())
+def test_reply_runs_batch_and_loop_agree(stream: bytes, data: st.DataObject) -> None:
+    assert outcome(run_whole(stream)) == outcome(run_bytewise(stream))
+    pieces = outcome(_or_none(lambda: feed_pieces(Parser(), stream, data.draw(cuts_for(stream)))))
+    assert pieces == outcome(run_bytewise(stream))
+
+
+def _or_none(parse: Callable[[], list[Op]]) -> list[Op] | None:
+    try:
+        return parse()
+    except ProtocolError:
+        return None
 
 
 @PROPERTY
