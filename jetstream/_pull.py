@@ -44,7 +44,7 @@ from .errors import (
     NoHeartbeatError,
     NoRespondersError,
 )
-from .message import JsMsg
+from .message import JsMsg, as_js
 from .protocol.headers import (
     NATS_PENDING_BYTES,
     NATS_PENDING_MESSAGES,
@@ -118,10 +118,11 @@ class _PullBase:
         self._track_bytes = opts.max_bytes is not None
         #: what the consumer delivers is redelivered unless acked: none may be stranded
         self._acks = needs_acks(consumer)
+        self._cls = nc.msg_class(JsMsg)  # what the parser makes of our deliveries
 
     def _subscribe(self) -> None:
         nc = self._nc
-        nc._register(self._sid, self)
+        nc._register(self._sid, self, self._cls)
         nc._send_sub(self.subject, self._sid, None)
 
     def _unsubscribe(self) -> None:
@@ -176,7 +177,7 @@ class _PullBase:
         self._seen = True
         if op.status == 0:
             self.received += 1
-            msg = JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc)
+            msg = as_js(op, self._cls)
             if self._opts.group is not None and op.hdr and b"Nats-Pin-Id" in op.hdr:
                 c = self._consumer
                 c._pin_id = msg.headers.get(PIN_ID_HEADER) or c._pin_id
@@ -199,7 +200,7 @@ class _PullBase:
         self._seen = True
         self.received += len(ops)
         buf: deque[Any] = self._buf
-        buf.extend(js_msgs(ops, self._nc))
+        buf.extend(js_msgs(ops, self._cls))
         self._took(len(ops))
         return True
 
@@ -372,7 +373,7 @@ class MessageStream(_PullBase, MessageReader):
         if self._out_msgs > 0:
             self._out_msgs -= 1
         buf: deque[Any] = self._buf
-        buf.append(JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc))
+        buf.append(as_js(op, self._cls))
         if self._waiter is not None:
             self._wake()
 
@@ -485,7 +486,7 @@ class MessageStream(_PullBase, MessageReader):
 
     def _message(self, op: MsgOp) -> Any:
         """What the buffer keeps of a plain message ``op``."""
-        return JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc)
+        return as_js(op, self._cls)
 
     def _retry_later(self, delay: float = 0.5) -> None:
         if self._retry_timer is None and not self._closed:

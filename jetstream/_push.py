@@ -19,7 +19,7 @@ from ._context import ConsumerHandle
 from ._pull import HB_TICKS
 from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs, take_first
 from .errors import ConsumerDeletedError, NoHeartbeatError
-from .message import JsMsg
+from .message import JsMsg, as_js
 from .protocol.headers import parse_headers
 
 if TYPE_CHECKING:
@@ -57,13 +57,14 @@ class PushStream(MessageReader):
         self._error: BaseException | None = None
         self._error_cb = error_cb
         self._started = False
+        self._cls = self._nc.msg_class(JsMsg)  # what the parser makes of our deliveries
 
     def _start(self) -> None:
         if self._started:
             return
         self._started = True
         nc = self._nc
-        nc._register(self._sid, self)
+        nc._register(self._sid, self, self._cls)
         nc._send_sub(self.subject, self._sid, self.queue)
         if self._hb:
             self._timer = self._loop.call_later(self._hb / HB_TICKS, self._tick)
@@ -77,7 +78,7 @@ class PushStream(MessageReader):
             return False
         self._seen = True
         self.received += len(ops)
-        self._buf.extend(js_msgs(ops, self._nc))
+        self._buf.extend(js_msgs(ops, self._cls))
         self._wake()
         return True
 
@@ -85,7 +86,7 @@ class PushStream(MessageReader):
         self._seen = True
         if op.status == 0:
             self.received += 1
-            self._buf.append(JsMsg(op.subject, op.reply, op.payload, op.hdr, self._nc))
+            self._buf.append(as_js(op, self._cls))
             if self._waiter is not None:
                 self._wake()
             return

@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
-from itertools import repeat
+from collections.abc import Awaitable, Callable
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from .errors import NatsError
 from .errors import TimeoutError as NatsTimeoutError
-from .message import JsMsg
+from .message import JsMsg, as_js
 
 if TYPE_CHECKING:
     from .core.client import Client
@@ -39,10 +38,6 @@ def report_to(nc: Client, error_cb: ErrorCallback | None, exc: BaseException) ->
 
 
 _status_of = attrgetter("status")
-_subject_of = attrgetter("subject")
-_reply_of = attrgetter("reply")
-_payload_of = attrgetter("payload")
-_hdr_of = attrgetter("hdr")
 
 
 def all_plain(ops: list[MsgOp]) -> bool:
@@ -61,16 +56,14 @@ def take_first(buf: deque[Any], n: int) -> list[Any]:
     return [pop() for _ in range(n)]
 
 
-def js_msgs(ops: list[MsgOp], nc: Client) -> Iterator[JsMsg]:
-    """``JsMsg`` of each op, made at C speed (for a whole feed of plain messages)."""
-    return map(
-        JsMsg,
-        map(_subject_of, ops),
-        map(_reply_of, ops),
-        map(_payload_of, ops),
-        map(_hdr_of, ops),
-        repeat(nc),
-    )
+def js_msgs(ops: list[MsgOp], cls: type[JsMsg]) -> list[JsMsg]:
+    """The ``JsMsg`` of ``cls`` (a consumer's) of each op of a feed for its sid: the ops
+    themselves, as the parser made them of ``cls`` (the ops of one feed for one sid are
+    all of one class: the parser's class for a sid changes between feeds only), else
+    copies."""
+    if ops[0].__class__ is cls and ops[-1].__class__ is cls:
+        return cast("list[JsMsg]", ops)
+    return [as_js(op, cls) for op in ops]
 
 
 class MessageReader:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from .api import AckPolicy
 from .errors import NatsError
-from .message import JsMsg
+from .message import JsMsg, as_js
 from .protocol.commands import PING
 from .protocol.headers import NATS_PENDING_MESSAGES, parse_headers
 
@@ -153,7 +153,7 @@ class Leftover:
             if self.owed is not None:
                 self.owed -= _ended_count(op)
         else:
-            msg = JsMsg(op.subject, op.reply, op.payload, op.hdr, self.nc)
+            msg = as_js(op, self.nc.msg_class(JsMsg))
             if self.owed is not None:
                 self.owed -= 1
             give_back(msg)

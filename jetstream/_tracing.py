@@ -42,7 +42,7 @@ def js_attributes(msg: JsMsg) -> dict[str, Any]:
         "messaging.destination.name": msg.subject,
         "messaging.message.body.size": len(msg.data),
     }
-    if msg._raw_headers:
+    if msg.hdr:
         msg_id = msg.headers.get(NATS_MSG_ID)
         if msg_id:
             attrs["messaging.message.id"] = msg_id
@@ -59,7 +59,7 @@ def js_attributes(msg: JsMsg) -> dict[str, Any]:
 
 
 def _headers(msg: JsMsg) -> Any:
-    return msg.headers if msg._raw_headers else None
+    return msg.headers if msg.hdr else None
 
 
 def received(tracing: Tracing, msgs: Sequence[JsMsg]) -> None:

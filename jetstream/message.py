@@ -1,7 +1,9 @@
 """JetStream messages: ``JsMsg`` and its acks, and the metadata of its ack subject.
 
 ``Msg`` (every core message, ``jetstream.core.message``) is what the parser makes;
-a consumer turns those of its deliveries into ``JsMsg``.
+``JsMsg`` is a ``Msg`` with acks, which the parser makes for the deliveries of a
+consumer's subscription (its class registered for the sid), so that each delivery is
+one object; what came otherwise is made into one by ``as_js``.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import asyncio
 import datetime
 from collections.abc import Iterable
 from operator import attrgetter
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import msgspec
 
@@ -18,10 +20,10 @@ from .core._base import FLUSH_THRESHOLD
 from .core.message import Msg
 from .errors import ConnectionClosedError, MsgAlreadyAckedError, NatsError, NoRespondersError
 from .errors import TimeoutError as NatsTimeoutError
-from .protocol.headers import Headers, parse_headers
 
 if TYPE_CHECKING:
     from .core.client import Client
+    from .protocol.ops import Msg as MsgOp
 
 # Msg is the core's (jetstream.core.message); it is re-exported here, where it was.
 __all__ = [
@@ -30,11 +32,10 @@ __all__ = [
     "MsgMetadata",
     "SequencePair",
     "ack_all",
+    "as_js",
     "ack_sync_all",
     "parse_ack_subject",
 ]
-
-_EMPTY_HEADERS = Headers()
 
 
 class SequencePair(msgspec.Struct, frozen=True, gc=False):
@@ -102,36 +103,21 @@ _WPI = b"+WPI"
 _TERM = b"+TERM"
 
 
-class JsMsg(msgspec.Struct):
+class JsMsg(Msg, gc=False):
     """A message delivered by a JetStream consumer, to be acknowledged.
 
-    ``headers`` and ``metadata`` are parsed on first access. ``ack``, ``nak`` and
-    ``term`` are terminal: a second one raises ``MsgAlreadyAckedError`` instead of
-    sending again. ``in_progress`` may be sent any number of times before.
+    A ``Msg`` (``subject``, ``reply``, ``data``, ``headers``...), bound to the client it
+    came through (``Client.msg_class(JsMsg)``, as the consumers make it; a ``JsMsg``
+    made directly is bound to none, and cannot be acknowledged). ``headers`` and
+    ``metadata`` are parsed on first access. ``ack``, ``nak`` and ``term`` are
+    terminal: a second one raises ``MsgAlreadyAckedError`` instead of sending again.
+    ``in_progress`` may be sent any number of times before.
     """
 
-    subject: str
-    reply: str | None
-    data: bytes
-    _raw_headers: bytes | None = None
-    _client: Client | None = None
+    _client: ClassVar[Client | None] = None
     _acked: bool = False
-    _headers: Headers | None = None
     _meta: MsgMetadata | None = None
     _size: int = 0
-
-    @property
-    def headers(self) -> Headers:
-        h = self._headers
-        if h is None:
-            raw = self._raw_headers
-            h = parse_headers(raw)[2] if raw else _EMPTY_HEADERS
-            self._headers = h
-        return h
-
-    @property
-    def raw_headers(self) -> bytes | None:
-        return self._raw_headers
 
     @property
     def metadata(self) -> MsgMetadata:
@@ -239,6 +225,14 @@ class JsMsg(msgspec.Struct):
 
     def __repr__(self) -> str:
         return f"JsMsg(subject={self.subject!r}, data={self.data[:32]!r}, reply={self.reply!r})"
+
+
+def as_js(op: MsgOp, cls: type[JsMsg]) -> JsMsg:
+    """``op`` as a message of ``cls`` (a consumer's, ``Client.msg_class(JsMsg)``): itself
+    when the parser made it so (the common case), else a copy."""
+    if isinstance(op, cls):
+        return op
+    return cls(op.subject, op.sid, op.reply, op.payload, op.hdr, op.status)
 
 
 class _Confirms:

@@ -46,11 +46,7 @@ def context_of(msg: Msg | JsMsg, base: Context | None = None) -> Context:
     _otel()
     from .core._otel import extract
 
-    headers: Mapping[str, str] | None
-    if isinstance(msg, JsMsg):
-        headers = msg.headers if msg.raw_headers else None
-    else:
-        headers = msg.headers if msg.hdr else None
+    headers: Mapping[str, str] | None = msg.headers if msg.hdr else None
     return extract(headers, base)
 
 

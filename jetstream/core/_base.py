@@ -14,7 +14,7 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..errors import (
     AuthorizationError,
@@ -41,6 +41,8 @@ from ._options import Callback, _Options
 from ._servers import Server, ServerPool
 from .message import Msg
 from .subscription import Subscription
+
+M = TypeVar("M", bound=Msg)
 
 if TYPE_CHECKING:
     from ._otel import Tracing
@@ -121,6 +123,10 @@ class _ClientBase:
         self._fast_limit = -1
         #: the message class this client's parsers make (bound to this client)
         self._msg_type = Msg.for_client(self)  # type: ignore[arg-type]
+        #: the class made for the messages of some sids instead (see ``_register``),
+        #: shared with every connection's parser; and the classes of ``msg_class``
+        self._sid_types: dict[int, type[Msg]] = {}
+        self._msg_classes: dict[type[Msg], type[Msg]] = {}
         #: the bulk parser of this client's connections (``use_bulk_parse``)
         self._bulk_parse: BulkParse | None = None
         #: OpenTelemetry spans (``connect(tracing=...)``); None (off) costs one test
@@ -373,6 +379,26 @@ class _ClientBase:
         conn.write(PING)
         self._arm_ping(after=self._next_ping)
 
+    def msg_class(self, base: type[M]) -> type[M]:
+        """``base`` (``Msg`` or a subclass with the same positional fields) bound to this
+        client (``base.for_client``), made once; a subscriber registers it for its sid
+        (``_register``) to have the parser make its messages of that class."""
+        cls = self._msg_classes.get(base)
+        if cls is None:
+            cls = self._msg_classes[base] = base.for_client(self)  # type: ignore[arg-type]
+        return cast("type[M]", cls)
+
+    def _register(self, sid: int, target: Delivery, msg_type: type[Msg] | None = None) -> None:
+        """Deliver what comes for ``sid`` to ``target``; ``msg_type``: the class its
+        messages are made of (else the client's ``Msg``)."""
+        self._subs[sid] = target
+        if msg_type is not None:
+            self._sid_types[sid] = msg_type
+
+    def _forget_sub(self, sid: int) -> None:
+        self._subs.pop(sid, None)
+        self._sid_types.pop(sid, None)
+
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -490,6 +516,7 @@ class _ClientBase:
         self._connected_ev.clear()
         subs = list(self._subs.values())
         self._subs.clear()
+        self._sid_types.clear()
         for s in subs:
             closer = getattr(s, "_close", None)
             if closer is not None:

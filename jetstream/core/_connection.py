@@ -63,6 +63,7 @@ class ConnectionOwner(Protocol):
 
     _subs: dict[int, Delivery]
     _msg_type: type[Msg]
+    _sid_types: dict[int, type[Msg]]
     _bulk_parse: BulkParse | None
     _in_msgs: int
     _in_bytes: int
@@ -109,7 +110,9 @@ class _Connection(asyncio.Protocol):
         self.peer = peer  # the server, for error messages
         self.subs = client._subs
         self.transport: asyncio.Transport | None = None
-        self.parser = Parser(msg_type=client._msg_type, bulk=client._bulk_parse)
+        self.parser = Parser(
+            msg_type=client._msg_type, sid_types=client._sid_types, bulk=client._bulk_parse
+        )
         self.msg_type = client._msg_type
         self.info: asyncio.Future[Info] = loop.create_future()
         #: resolved by the first PONG (the end of the CONNECT handshake) or failed by -ERR
@@ -168,7 +171,8 @@ class _Connection(asyncio.Protocol):
     def _dispatch(self, ops: list[Op]) -> None:
         subs = self.subs
         msg_type = self.msg_type
-        if len(ops) >= _BULK_MIN and ops[0].__class__ is msg_type:
+        # messages: the client's Msg, or the class registered for a sid (``sid_types``)
+        if len(ops) >= _BULK_MIN and isinstance(ops[0], Msg):
             parser = self.parser
             size = -1
             sid: int | None = None
@@ -178,7 +182,7 @@ class _Connection(asyncio.Protocol):
                 sid = parser.run_sid
                 size = parser.run_bytes
                 for op in ops[: parser.run_start]:
-                    if op.__class__ is not msg_type or op.sid != sid:
+                    if not isinstance(op, Msg) or op.sid != sid:
                         sid = None
                         size = -1
                         break
@@ -208,7 +212,7 @@ class _Connection(asyncio.Protocol):
         n = 0
         size = 0
         for op in ops:
-            if op.__class__ is msg_type:
+            if op.__class__ is msg_type or isinstance(op, Msg):
                 n += 1
                 size += len(op.payload)
                 sub = subs.get(op.sid)

@@ -35,9 +35,6 @@ from ..protocol.subjects import (
     validate_subscribe_subject,
 )
 from ._base import _SIZE_LINES, FLUSH_THRESHOLD, _ClientBase, _size_line, _State
-from ._connection import (
-    Delivery,
-)
 from ._events import ConnectionEvent, EventKind, EventStream, Statistics
 from ._mux import RequestMux, Waiter, gather_replies
 from .message import Msg
@@ -362,12 +359,6 @@ class Client(_ClientBase):
 
     def _new_sid(self) -> int:
         return next(self._sids)
-
-    def _register(self, sid: int, target: Delivery) -> None:
-        self._subs[sid] = target
-
-    def _forget_sub(self, sid: int) -> None:
-        self._subs.pop(sid, None)
 
     def _send_sub(self, subject: str, sid: int, queue: str | None) -> None:
         encode_sub(self._wbuf, subject, sid, queue)

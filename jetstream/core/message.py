@@ -8,7 +8,7 @@ the header block is parsed only when ``headers`` is first read.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, Self
 
 from ..protocol.headers import Headers, HeadersLike, encode_headers, parse_headers
 from ..protocol.ops import Msg as MsgOp
@@ -65,10 +65,12 @@ class Msg(MsgOp, gc=False):
     _headers: Headers | None = None
 
     @classmethod
-    def for_client(cls, client: Responder) -> type[Msg]:
-        """A subclass of ``Msg`` bound to ``client`` (for ``respond``)."""
+    def for_client(cls, client: Responder) -> type[Self]:
+        """A subclass of this class bound to ``client`` (for ``respond``; see
+        ``Client.msg_class``)."""
+        name = cls.__qualname__
         return type(
-            "Msg", (cls,), {"_client": client, "__module__": cls.__module__, "__qualname__": "Msg"}
+            name, (cls,), {"_client": client, "__module__": cls.__module__, "__qualname__": name}
         )
 
     @property

@@ -6,13 +6,17 @@ starts with small ops, then parses op by op whatever the batch left.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import repeat
 from operator import add
 
 from ._common import CRLF, status_of
 from .ops import Msg, Op
 
-__all__ = ["BATCH_MIN", "PROBE", "PROBE_LINES", "BatchParser"]
+__all__ = ["BATCH_MIN", "PROBE", "PROBE_LINES", "BatchParser", "SidTypes"]
+
+#: the class of the messages of some sids (``Parser``'s ``sid_types``)
+SidTypes = Mapping[int, type[Msg]]
 
 _SEP = b" \0 "  # joins control lines in BatchParser._batch
 # Batch parsing is tried when the data starts with MSG or HMSG and holds at least
@@ -72,11 +76,26 @@ class BatchParser:
     before). ``run_end`` is 0 when the feed made no such run.
     """
 
-    __slots__ = ("_cooldown", "_misses", "run_bytes", "run_end", "run_sid", "run_start")
+    __slots__ = ("_cooldown", "_misses", "_types", "run_bytes", "run_end", "run_sid", "run_start")
 
     max_control_line: int
     max_payload: int
     _msg: type[Msg]
+    #: the class of the messages of some sids, instead of ``_msg`` (see ``Parser``)
+    _types: SidTypes
+
+    def _cls(self, sid: int) -> type[Msg]:
+        """The class of the messages for ``sid``."""
+        types = self._types
+        return types.get(sid, self._msg) if types else self._msg
+
+    def _column_cls(self, sids: list[int]) -> type[Msg] | None:
+        """The class of the messages for ``sids`` (one a message), or None when they
+        are of more than one class (then the loop makes them one by one)."""
+        types = self._types
+        if not types or types.keys().isdisjoint(sids):
+            return self._msg
+        return self._cls(sids[0]) if sids.count(sids[0]) == len(sids) else None
 
     def _batch(self, data: bytes, pos: int, ops: list[Op]) -> int:
         """Parse a run of same-shape small MSG or HMSG ops at C speed.
@@ -217,18 +236,21 @@ class BatchParser:
             return 0
         subjects = _decode_column(flat[1::step])
         sid_ints = _int_column(sids)
+        cls = self._column_cls(sid_ints)
+        if cls is None:
+            return 0
         replies = (
             map(bytes.decode, flat[3::step])
             if width == (5 if hdrs is None else 6)
             else repeat(None)
         )
         if hdrs is None:
-            ops.extend(map(self._msg, subjects, sid_ints, replies, payloads))
+            ops.extend(map(cls, subjects, sid_ints, replies, payloads))
         else:
             # A block starts with b"NATS/1.0\r\n" when its first element is b"NATS/1.0".
             plain = lines[first + 1 : end : stride].count(b"NATS/1.0") == count
             status = repeat(0) if plain else map(status_of, hdrs)
-            ops.extend(map(self._msg, subjects, sid_ints, replies, payloads, hdrs, status))
+            ops.extend(map(cls, subjects, sid_ints, replies, payloads, hdrs, status))
         return sum(ctl_lens) + sum(sizes) + 4 * count
 
     def _same_line_run(
@@ -251,7 +273,7 @@ class BatchParser:
         sid = int(sid_b)
         ops.extend(
             map(
-                self._msg,
+                self._cls(sid),
                 repeat(subject, count),
                 repeat(sid, count),
                 repeat(reply, count),
@@ -302,7 +324,13 @@ class BatchParser:
             return 0
         sid = int(sid_b)
         ops.extend(
-            map(self._msg, repeat(head[1].decode(), count), repeat(sid, count), replies, payloads)
+            map(
+                self._cls(sid),
+                repeat(head[1].decode(), count),
+                repeat(sid, count),
+                replies,
+                payloads,
+            )
         )
         self._note_run(ops, count, sid, count * size)
         return len(whole) + 1 + count * (size + 3)
@@ -337,9 +365,10 @@ class BatchParser:
             table[line] = (f[1].decode(), int(f[2]), f[3].decode() if n == 5 else None, size)
         subjects, sids, replies, sizes = zip(*map(table.__getitem__, ctl), strict=True)
         lens: list[int] = list(map(len, payloads))
-        if lens != list(sizes):
+        cls = self._column_cls(list(sids))
+        if lens != list(sizes) or cls is None:
             return 0
-        ops.extend(map(self._msg, subjects, sids, replies, payloads))
+        ops.extend(map(cls, subjects, sids, replies, payloads))
         return sum(map(len, ctl)) + sum(lens) + 4 * count
 
     def _note_run(self, ops: list[Op], count: int, sid: int, nbytes: int) -> None:

@@ -49,7 +49,7 @@ import msgspec
 from jetstream.errors import ProtocolError
 from jetstream.protocol.ops import OK, PING, PONG, BulkParse, Err, Info, Msg, Op
 
-from ._batch import PROBE, PROBE_LINES, BatchParser
+from ._batch import PROBE, PROBE_LINES, BatchParser, SidTypes
 from ._common import CRLF, HDR_PLAIN, quote, status_of
 
 __all__ = ["DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD", "Parser"]
@@ -177,7 +177,7 @@ class Parser(BatchParser):
             accepted. A public attribute: the client lowers it to the server's
             ``max_payload`` once ``INFO`` has arrived.
         msg_type: the class of ``MSG``/``HMSG`` ops (``Msg`` or a subclass with the
-            same positional fields).
+            same positional fields); ``sid_types``: another one for some sids.
         bulk: a bulk parser (``ops.BulkParse``), tried where the ops of a feed begin
             with ``MSG``; a public attribute, which may be set between feeds.
 
@@ -212,6 +212,7 @@ class Parser(BatchParser):
         max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
         msg_type: type[Msg] = Msg,
+        sid_types: SidTypes | None = None,
         bulk: BulkParse | None = None,
     ) -> None:
         if max_control_line < 16:
@@ -223,6 +224,7 @@ class Parser(BatchParser):
         # The class of MSG/HMSG ops: Msg or a subclass with the same positional fields
         # (the client passes its user-facing message class, so no second object is made).
         self._msg = msg_type
+        self._types = sid_types if sid_types is not None else {}
         # An incomplete control line (never contains CRLF; at most max_control_line + 1 bytes).
         self._tail = b""
         # The control line of a MSG/HMSG whose payload is incomplete.
@@ -346,6 +348,7 @@ class Parser(BatchParser):
         find = data.find
         append = ops.append
         msg_type = self._msg
+        types = self._types
         max_line = self.max_control_line
         max_payload = self.max_payload
         ints = self._ints
@@ -400,7 +403,8 @@ class Parser(BatchParser):
                         if len(lines) >= _LINE_CACHE:
                             lines.clear()
                         lines[text] = (subject, sid, size)
-                append(msg_type(subject, sid, reply, data[start:stop]))
+                cls = types.get(sid, msg_type) if types else msg_type
+                append(cls(subject, sid, reply, data[start:stop]))
                 line = data[pos : end + 2]
                 pos = stop + 2
                 if data.startswith(line, pos):
@@ -434,7 +438,8 @@ class Parser(BatchParser):
                 mid = start + hdr_len
                 hdr = data[start:mid]
                 status = 0 if hdr.startswith(HDR_PLAIN) else status_of(hdr)
-                append(msg_type(args[1].decode(), sid, reply, data[mid:stop], hdr, status))
+                cls = types.get(sid, msg_type) if types else msg_type
+                append(cls(args[1].decode(), sid, reply, data[mid:stop], hdr, status))
                 pos = stop + 2
                 if (
                     status
@@ -492,7 +497,7 @@ class Parser(BatchParser):
         stop = pos + k * step
         ops.extend(
             map(
-                self._msg,
+                self._cls(sid),
                 repeat(subject, k),
                 repeat(sid, k),
                 repeat(reply, k),
@@ -586,9 +591,10 @@ class Parser(BatchParser):
                 f"got {quote(trailer)}"
             )
         if hdr_len < 0:
-            ops.append(self._msg(subject, sid, reply, _gather(parts, 0, size)))
+            ops.append(self._cls(sid)(subject, sid, reply, _gather(parts, 0, size)))
         else:
             hdr = _gather(parts, 0, hdr_len)
             status = 0 if hdr.startswith(HDR_PLAIN) else status_of(hdr)
-            ops.append(self._msg(subject, sid, reply, _gather(parts, hdr_len, size), hdr, status))
+            msg = self._cls(sid)(subject, sid, reply, _gather(parts, hdr_len, size), hdr, status)
+            ops.append(msg)
         return pos + need

@@ -59,7 +59,7 @@ async def test_refusals_send_nothing(
     out = nc.stats.out_msgs
     with pytest.raises(MsgAlreadyAckedError):
         await ack(msgs)
-    no_reply = JsMsg("x", None, b"", _client=nc)
+    no_reply = nc.msg_class(JsMsg)("x", 0, None, b"")
     with pytest.raises(NatsError, match="no reply subject"):
         await ack([msgs[0], no_reply])
     assert nc.stats.out_msgs == out
@@ -96,7 +96,7 @@ async def test_messages_of_two_clients_are_acked_through_each(
         out_mine, out_theirs = nc.stats.out_msgs, other.stats.out_msgs
         # a message without a client among them: refused before anything is sent
         with pytest.raises(NatsError, match="no reply subject"):
-            await ack_all([*mine, JsMsg("x", "r", b""), *theirs])
+            await ack_all([*mine, JsMsg("x", 0, "r", b""), *theirs])
         assert (nc.stats.out_msgs, other.stats.out_msgs) == (out_mine, out_theirs)
         await ack_all([*mine[:2], *theirs, *mine[2:]])
         # each client wrote the acks of its own messages

@@ -59,7 +59,7 @@ async def test_a_timeout_marks_only_the_confirmed(nc: Client) -> None:
 
     sub = await nc.subscribe("acks.*", cb=half)
     await nc.flush()
-    msgs = [JsMsg("work", f"acks.{i}", b"", _client=nc) for i in range(10)]
+    msgs = [nc.msg_class(JsMsg)("work", 0, f"acks.{i}", b"") for i in range(10)]
     with pytest.raises(jetstream.TimeoutError, match="5 of 10 acks not confirmed"):
         await ack_sync_all(msgs, timeout=0.5)
     assert [m.acked for m in msgs] == [i % 2 == 0 for i in range(10)]
@@ -71,7 +71,7 @@ async def test_a_timeout_marks_only_the_confirmed(nc: Client) -> None:
 async def test_cancelled_leaves_nothing_behind(nc: Client) -> None:
     sink = await nc.subscribe("sink.*")  # takes the acks, never answers
     await nc.flush()
-    msgs = [JsMsg("work", f"sink.{i}", b"", _client=nc) for i in range(20)]
+    msgs = [nc.msg_class(JsMsg)("work", 0, f"sink.{i}", b"") for i in range(20)]
     task = asyncio.create_task(ack_sync_all(msgs, timeout=30))
     async with asyncio.timeout(10):  # every ack out and awaited
         while in_flight(nc) < 20:
@@ -87,7 +87,7 @@ async def test_cancelled_leaves_nothing_behind(nc: Client) -> None:
 
 async def test_a_closed_client_refuses_before_sending(nats_url: str) -> None:
     nc = await jetstream.connect(nats_url)
-    msgs = [JsMsg("work", "sink.1", b"", _client=nc)]
+    msgs = [nc.msg_class(JsMsg)("work", 0, "sink.1", b"")]
     await nc.close()
     with pytest.raises(jetstream.ConnectionClosedError):
         await ack_sync_all(msgs)

@@ -58,6 +58,8 @@ def leftovers(nc: Client, subs: set[int]) -> list[str]:
         # the reply inbox of the publish_async window is made once and kept, as the mux's
         if not isinstance(nc._subs[sid], AsyncPublisher)
     ]
+    # the message class a consumer's inbox registered goes with its subscription
+    left += [f"message class of sid {sid}" for sid in set(nc._sid_types) - set(nc._subs)]
     if nc._mux is not None and nc._mux.waiters:
         left.append(f"request waiters: {list(nc._mux.waiters)}")
     return left

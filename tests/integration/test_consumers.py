@@ -263,7 +263,7 @@ async def test_acks_of_a_batch_land_and_refusals_send_nothing(
     await nc.flush()
     info = await eventually(c, lambda i: i.num_ack_pending == 0)  # plain acks: awaited
     assert info.num_ack_pending == 0 and info.num_pending == 0
-    bare = jetstream.JsMsg("s.batch", None, b"x", None, nc)
+    bare = nc.msg_class(jetstream.JsMsg)("s.batch", 0, None, b"x")
     with pytest.raises(jetstream.NatsError, match="no reply subject"):
         await bare.ack()
     assert not bare.acked

@@ -100,14 +100,14 @@ def test_malformed(subject: str) -> None:
 
 
 def test_jsmsg_metadata_is_lazy_and_cached() -> None:
-    msg = JsMsg("s", f"$JS.ACK.hub.H.S.C.1.2.3.{TS}.4", b"")
+    msg = JsMsg("s", 0, f"$JS.ACK.hub.H.S.C.1.2.3.{TS}.4", b"")
     first = msg.metadata
     assert first.domain == "hub"
     assert msg.metadata is first
 
 
 def test_jsmsg_without_reply_has_no_metadata() -> None:
-    msg = JsMsg("s", None, b"")
+    msg = JsMsg("s", 0, None, b"")
     with pytest.raises(NatsError):
         _ = msg.metadata
 

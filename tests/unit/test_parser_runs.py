@@ -5,6 +5,8 @@ feeds a subscription or a consumer receives."""
 
 from __future__ import annotations
 
+import msgspec
+
 from jetstream.protocol.ops import PING, Msg, Op
 from jetstream.protocol.parser import Parser
 
@@ -89,3 +91,74 @@ def test_mixed_sids_are_not_a_run() -> None:
     ops = p.feed(data)
     assert len(ops) == 40
     assert not claimed(p, ops)
+
+
+# --- the class of a sid's messages (``sid_types``) -----------------------------------
+
+
+class Delivery(Msg, gc=False):
+    """A class registered for some sids (as a consumer registers ``JsMsg``)."""
+
+
+def fields(op: Op) -> tuple[object, ...]:
+    return msgspec.structs.astuple(op) if isinstance(op, Msg) else (op,)
+
+
+def with_types(data: bytes, sids: set[int], cut: int | None = None) -> list[Op]:
+    """``data`` parsed with ``Delivery`` registered for ``sids`` (fed in two pieces at
+    ``cut``): the same ops as without, each message of its sid's class."""
+    types: dict[int, type[Msg]] = dict.fromkeys(sids, Delivery)
+    p, plain = Parser(sid_types=types), Parser()
+    pieces = [data] if cut is None else [data[:cut], data[cut:]]
+    ops = [op for piece in pieces for op in p.feed(piece)]
+    assert list(map(fields, ops)) == list(map(fields, [o for x in pieces for o in plain.feed(x)]))
+    for op in ops:
+        if isinstance(op, Msg):
+            assert type(op) is (Delivery if op.sid in sids else Msg), op
+    return ops
+
+
+def hmsg(subject: bytes, sid: int, reply: bytes, payload: bytes) -> bytes:
+    block = b"NATS/1.0\r\nKV-Operation: DEL\r\n\r\n"
+    return b"HMSG %b %d %b %d %d\r\n%b%b\r\n" % (
+        subject,
+        sid,
+        reply,
+        len(block),
+        len(block) + len(payload),
+        block,
+        payload,
+    )
+
+
+def test_a_registered_sid_gets_its_class_on_every_path() -> None:
+    one = msgs(1, 16)
+    # a steady feed (the batch's one repeated line), consumer deliveries (its reply run)
+    assert len(with_types(msgs(40, 16), {7})) == 40
+    assert len(with_types(msgs(40, 128, reply=b"$JS.ACK.S.C.1.1"), {7})) == 40
+    # large messages (the loop's run), a payload begun in the feed before (the loop)
+    assert len(with_types(msgs(1, 4000) * 12, {7})) == 12
+    assert len(with_types(msgs(41, 16), {7}, cut=len(one) - 5)) == 41
+    # one subject a key, a header block now and then (a KV watch: the batch's columns)
+    watch = b"".join(
+        hmsg(b"$KV.B.k%d" % i, 7, b"$JS.ACK.r.%d" % i, b"")
+        if i % 9 == 4
+        else b"MSG $KV.B.k%d 7 $JS.ACK.r.%d 3\r\nabc\r\n" % (i, i)
+        for i in range(40)
+    )
+    assert len(with_types(watch, {7})) == 40
+    assert len(with_types(watch, {7}, cut=len(watch) // 2 + 3)) == 40
+    # a heartbeat amid deliveries: a status is made of the sid's class too
+    hb = b"HMSG a.b 7 %d %d\r\n%b\r\n" % (31, 31, b"NATS/1.0 100 Idle Heartbeat\r\n\r\n")
+    ops = with_types(msgs(20, 16) + hb + msgs(20, 16), {7})
+    assert [op.status for op in ops if isinstance(op, Msg)].count(100) == 1
+
+
+def test_sids_of_two_classes_in_one_feed_each_get_their_own() -> None:
+    # lines that repeat (two subscriptions, one registered), or differ (their subjects)
+    two = b"".join(msgs(1, 16, sid=1 + i % 2) for i in range(40))
+    assert len(with_types(two, {2})) == 40
+    varied = b"".join(b"MSG s.%d %d 2\r\nab\r\n" % (i, 1 + i % 2) for i in range(40))
+    assert len(with_types(varied, {1})) == 40
+    assert len(with_types(varied, {1, 2})) == 40
+    assert len(with_types(varied, set())) == 40
