@@ -32,8 +32,8 @@ __all__ = [
     "MsgMetadata",
     "SequencePair",
     "ack_all",
-    "as_js",
     "ack_sync_all",
+    "as_js",
     "parse_ack_subject",
 ]
 
