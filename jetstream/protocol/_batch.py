@@ -6,7 +6,7 @@ starts with small ops, then parses op by op whatever the batch left.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import repeat
 from operator import add
 
@@ -89,7 +89,7 @@ class BatchParser:
         types = self._types
         return types.get(sid, self._msg) if types else self._msg
 
-    def _column_cls(self, sids: list[int]) -> type[Msg] | None:
+    def _column_cls(self, sids: Sequence[int]) -> type[Msg] | None:
         """The class of the messages for ``sids`` (one a message), or None when they
         are of more than one class (then the loop makes them one by one)."""
         types = self._types
@@ -365,7 +365,7 @@ class BatchParser:
             table[line] = (f[1].decode(), int(f[2]), f[3].decode() if n == 5 else None, size)
         subjects, sids, replies, sizes = zip(*map(table.__getitem__, ctl), strict=True)
         lens: list[int] = list(map(len, payloads))
-        cls = self._column_cls(list(sids))
+        cls = self._column_cls(sids)
         if lens != list(sizes) or cls is None:
             return 0
         ops.extend(map(cls, subjects, sids, replies, payloads))

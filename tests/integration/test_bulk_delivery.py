@@ -92,6 +92,34 @@ async def test_feed_for_two_subscriptions_and_a_ping(nats_url: str) -> None:
         assert nc.is_connected
 
 
+async def test_the_message_before_a_run_goes_to_its_own_subscription(nats_url: str) -> None:
+    # A feed the parser says is one run goes whole to its subscription; the ops before
+    # the run (a message whose payload began in the feed before) go each to its own.
+    async with jetstream.connect(nats_url) as nc:
+        a = await nc.subscribe("run.a")
+        b = await nc.subscribe("run.b")
+        await nc.flush()
+        assert nc._conn is not None
+        in_msgs, in_bytes = nc.stats.in_msgs, nc.stats.in_bytes
+        lone = msg("run.b", b.sid, b"for b, begun in the feed before")
+        run = b"".join(msg("run.a", a.sid, b"a%02d" % i) for i in range(30))
+        lead = msg("run.a", a.sid, b"for a, begun in the feed before")
+        # 1: one message for a, then b's cut in its payload; 2: the rest of b's, then a
+        # run of 30 for a (the parser's run: b's message leads it); 3: b's message whole
+        # before a run of a's (the loop parses it, the batch the rest), then one for a
+        # cut in its payload; 4: its rest before a run of a's, which it leads.
+        first = msg("run.a", a.sid, b"first") + lone[:-10]
+        for feed in [first, lone[-10:] + run, lone + run + lead[:-4], lead[-4:] + run]:
+            nc._conn.data_received(feed)
+        got_a = [m.data for m in await a.take_many(timeout=1)]
+        got_b = [m.data for m in await b.take_many(timeout=1)]
+        each = [b"a%02d" % i for i in range(30)]
+        assert got_a == [b"first", *each, *each, b"for a, begun in the feed before", *each]
+        assert got_b == [b"for b, begun in the feed before"] * 2
+        assert nc.stats.in_msgs == in_msgs + 94
+        assert nc.stats.in_bytes == in_bytes + 5 + 31 * 3 + 30 * 3 * 3
+
+
 async def test_pull_feed_with_a_heartbeat_inside(nats_url: str) -> None:
     async with jetstream.connect(nats_url) as nc:
         js = nc.jetstream()
