@@ -16,26 +16,44 @@ that waits in ``epoll`` cannot come in below them without spinning on its socket
   its confirmation (a sync publish, a KV put or get, an ``ack_sync``), with the same
   server-side work as the client's call;
 - ``publish_all`` and ``deliver_all``: an object's chunks stored all at once, and sent
-  to a socket that drops them (an ObjectStore put and get, as fast as the server goes).
+  to a socket that drops them (an ObjectStore put and get, as fast as the server goes);
+- ``loop_floor``: the ``request`` round trip again, through two bare ``asyncio``
+  protocols on the running event loop (the benchmark's: asyncio or uvloop), the
+  responder answering from ``data_received``, the requester awaiting a future: what a
+  client on one event loop waits for a request whatever else it does.
 
 Each is reported under the name ``FLOOR`` (``--json``: a measurement of that
-``impl``), which the chart reads into its table of round trips.
+``impl``), ``loop_floor`` under ``CLIENT_FLOOR``, which the chart reads into its table
+of round trips.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import statistics
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import cast
 from urllib.parse import urlsplit
 
-__all__ = ["CLIENT_FLOOR", "FLOOR", "deliver_all", "publish_all", "round_trips", "socket_floor"]
+__all__ = [
+    "CLIENT_FLOOR",
+    "FLOOR",
+    "deliver_all",
+    "loop_floor",
+    "publish_all",
+    "round_trips",
+    "socket_floor",
+]
 
 #: the ``impl`` of a floor's measurements
 FLOOR = "socket floor"
 #: the ``impl`` of what a client must spend on its own thread whatever the server does
-#: (``bench_objectstore``: a reader's SHA-256 of the content, and one bytes of it)
+#: (``bench_objectstore``: a reader's SHA-256 of the content, and one bytes of it;
+#: ``bench_core``: a request through bare protocols on the event loop, ``loop_floor``)
 CLIENT_FLOOR = "client floor"
 
 _CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true}\r\n'
@@ -86,6 +104,99 @@ def socket_floor(url: str, rounds: int = 2000) -> dict[str, float]:
     finally:
         a.close()
         b.close()
+
+
+class _LoopWire(asyncio.Protocol):
+    """A connection of ``loop_floor``: hands each MSG's reply subject and payload to
+    ``got``, answers the server's PINGs, and says when the first PONG came (``ready``)."""
+
+    def __init__(self, got: Callable[[_LoopWire, bytes, bytes], None]) -> None:
+        self.got = got
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses: only written to here
+        self.transport = cast(asyncio.Transport, transport)
+
+    def write(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(data)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf + data
+        while (end := buf.find(b"\r\n")) >= 0:
+            line = buf[:end]
+            if line.startswith(b"MSG "):
+                fields = line.split()
+                size = int(fields[-1])
+                total = end + 2 + size + 2
+                if len(buf) < total:
+                    break
+                self.got(self, fields[3] if len(fields) == 5 else b"", buf[end + 2 : total - 2])
+                buf = buf[total:]
+                continue
+            buf = buf[end + 2 :]
+            if line == b"PING":
+                self.write(b"PONG\r\n")
+            elif line == b"PONG" and not self.ready.done():
+                self.ready.set_result(None)
+            elif line.startswith(b"-ERR") and not self.ready.done():
+                self.ready.set_exception(ConnectionError(line.decode(errors="replace")))
+        self.buf = buf
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ready.done():
+            self.ready.set_exception(ConnectionError(f"the server closed the connection: {exc}"))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def loop_floor(url: str, rounds: int = 2000) -> float:
+    """The p50 seconds of a ``request`` round trip through two bare protocols on the
+    running event loop (see the module); within ``30 s`` plus 10 ms a round.
+
+    Raises:
+        TimeoutError: the server did not answer in that time.
+    """
+    u = urlsplit(url)
+    loop = asyncio.get_running_loop()
+    waiting: list[asyncio.Future[bytes]] = []
+
+    def answer(wire: _LoopWire, reply: bytes, payload: bytes) -> None:
+        wire.write(b"PUB %b %d\r\n%b\r\n" % (reply, len(payload), payload))
+
+    def replied(_: _LoopWire, __: bytes, payload: bytes) -> None:
+        if waiting and not waiting[0].done():
+            waiting[0].set_result(payload)
+
+    wires: list[_LoopWire] = []
+    try:
+        async with asyncio.timeout(30 + rounds * 0.01):
+            for got, sub in ((answer, b"floor.request"), (replied, b"floor.reply")):
+                _, wire = await loop.create_connection(
+                    partial(_LoopWire, got), u.hostname or "127.0.0.1", u.port or 4222
+                )
+                wires.append(wire)
+                # the subscription is known to the server once the PING after it is answered
+                wire.write(_CONNECT + b"SUB %b 1\r\nPING\r\n" % sub)
+                await wire.ready
+            requester = wires[1]
+            times: list[float] = []
+            for _ in range(rounds):
+                fut = loop.create_future()
+                waiting[:] = [fut]
+                t0 = time.perf_counter()
+                requester.write(b"PUB floor.request floor.reply 1\r\nx\r\n")
+                await fut
+                times.append(time.perf_counter() - t0)
+            return statistics.median(times)
+    finally:
+        for wire in wires:
+            wire.close()
 
 
 #: the start of a status answer that is an error (a status header line is

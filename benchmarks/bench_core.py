@@ -17,7 +17,9 @@ Workloads (against one embedded nats-server):
   side has a loop of its own; ``benchmarks/responder.py``); natsio's responder is an
   async callback publishing the reply, nats-core's a task reading its subscription;
   then the socket floor (``benchmarks/_floor.py``): the same request/reply relayed by
-  the server between two bare blocking sockets, with no client library at all.
+  the server between two bare blocking sockets, with no client library at all; and the
+  event-loop floor, the client floor of this row: the same again through two bare
+  protocols on this benchmark's event loop, the least a client on one loop waits.
 
 Run: ``.venv/bin/python -m benchmarks.bench_core [--count N] [--loop uvloop]``; ``--cpu``
 prints where the CPU of each publish and pub->sub run went per message (this process's
@@ -42,7 +44,7 @@ import nats.errors
 
 import jetstream
 from benchmarks import _peers
-from benchmarks._floor import FLOOR, socket_floor
+from benchmarks._floor import CLIENT_FLOOR, FLOOR, loop_floor, socket_floor
 from benchmarks._report import (
     Measurement,
     arg_parser,
@@ -379,6 +381,12 @@ async def main_async(args: Any) -> list[Measurement]:
             f"{floor['request'] * 1e6:.0f} us, PING/PONG p50 {floor['ping'] * 1e6:.0f} us"
         )
         results.append(Measurement("request p50 (1/latency)", FLOOR, floor["request"], 1))
+        on_loop = await loop_floor(url, rounds=max(100, args.requests))
+        print(
+            f"event-loop floor (two bare protocols on this loop, no client): request p50 "
+            f"{on_loop * 1e6:.0f} us"
+        )
+        results.append(Measurement("request p50 (1/latency)", CLIENT_FLOOR, on_loop, 1))
     return results
 
 

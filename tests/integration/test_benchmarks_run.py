@@ -10,6 +10,7 @@ was skipped when there is no Go.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import shutil
 import subprocess
@@ -19,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import jetstream
-from benchmarks._floor import deliver_all, publish_all, round_trips
+from benchmarks._floor import deliver_all, loop_floor, publish_all, round_trips
+from jetstream.embedded import NatsServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +41,10 @@ FLOORS = {
     "bench_objectstore": {"put 1 MiB", "get 1 MiB (bytes)", "get 1 MiB (stream)"},
 }
 
-CLIENT_FLOORS = {"bench_objectstore": {"get 1 MiB (bytes)", "get 1 MiB (stream)"}}
+CLIENT_FLOORS = {
+    "bench_core": {"request p50 (1/latency)"},
+    "bench_objectstore": {"get 1 MiB (bytes)", "get 1 MiB (stream)"},
+}
 
 #: rows that must be there: the headline rows (the code users write, every client) and
 #: the rows beside them
@@ -144,6 +149,29 @@ async def test_a_socket_floor_times_only_answered_round_trips(
     assert round_trips(nats_url, ["small"], b"x" * 8) > 0
     with pytest.raises(ValueError, match="error"):
         round_trips(nats_url, ["small"], b"x" * 9)
+
+
+@pytest.mark.asyncio
+async def test_the_event_loop_floor_times_answered_requests_and_closes_its_connections(
+    nats_server: NatsServer, nc: jetstream.Client
+) -> None:
+    requests = await nc.subscribe("floor.request")
+    replies = await nc.subscribe("floor.reply")
+    await nc.flush()
+    before = nats_server.monitor("connz")["num_connections"]
+    assert await loop_floor(nats_server.url, rounds=30) > 0
+    # each round a request, answered by the floor's responder with its payload
+    got = [await requests.next_msg(timeout=5) for _ in range(30)]
+    assert {(m.reply, m.data) for m in got} == {("floor.reply", b"x")}
+    assert [(await replies.next_msg(timeout=5)).data for _ in range(30)] == [b"x"] * 30
+    with pytest.raises(TimeoutError):
+        await requests.next_msg(timeout=0.2)
+    # both of its connections are closed once it returned (the server notices soon after)
+    for _ in range(100):
+        if nats_server.monitor("connz")["num_connections"] == before:
+            break
+        await asyncio.sleep(0.05)
+    assert nats_server.monitor("connz")["num_connections"] == before
 
 
 @pytest.mark.asyncio
