@@ -1,5 +1,8 @@
 """Where the server's CPU goes a message while our ordered consumer replays a stream, by
-pull and by push (the performance page's figures on the ordered replay's bound).
+pull and by push (the performance page's figures on the ordered replay's bound); with
+``--workload fetch``, while our client fetches and acks the stream (batch 100, one
+``await msg.ack()`` a message) and while the Go program does the same with nats.go: what
+our requests cost the server against Go's.
 
 The nats-server is started with its profiling port (``prof_port``), ``--count`` messages
 are stored as bench_js stores them, and the ordered consumer replays them from the start
@@ -10,8 +13,9 @@ into ``--out``. When Go is on the PATH, ``go tool pprof`` reads the profiles and
 gives the server functions that took the most, in microseconds a message in each mode:
 what in the server's work a pull adds, or makes dearer, against a push.
 
-Run: ``.venv/bin/python -m benchmarks.server_profile [--seconds 8] [--count 200000]
-[--loop uvloop] [--out DIR] [--top 25]``.
+Run: ``.venv/bin/python -m benchmarks.server_profile [--workload ordered|fetch]
+[--seconds 8] [--count 200000] [--loop uvloop] [--out DIR] [--top 25]`` (``fetch`` needs
+Go and nats.go, as ``benchmarks/bench_native.py``).
 """
 
 from __future__ import annotations
@@ -26,15 +30,21 @@ import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jetstream
+from benchmarks import bench_native
 from benchmarks._report import proc_cpu, run_on_loop
 from benchmarks.bench_js import Ours
+from jetstream import ConsumerConfig
 from jetstream.embedded import NatsServer
 from jetstream.testing._support import _free_ports
 
-MODES = ("pull", "push")
+#: each workload's two windows: the ordered replay by pull and by push; fetch+ack by our
+#: client and by the Go program
+WORKLOADS = {"ordered": ("pull", "push"), "fetch": ("ours", "nats.go")}
+MODES = WORKLOADS["ordered"]
 #: the package of the server's own functions, left off their names in the report
 _SERVER_PKG = "github.com/nats-io/nats-server/v2/server."
 
@@ -78,13 +88,72 @@ async def _replay(stream: Any, push: bool, count: int, until: asyncio.Future[Any
     return got
 
 
-async def profile_mode(url: str, pid: int, prof_port: int, args: Any, mode: str) -> Window:
-    """Replay by ``mode`` while the server profiles itself; the profile is written out."""
+async def _fetch_ack(stream: Any, count: int, until: asyncio.Future[Any] | None) -> int:
+    """Fetch and ack the stream's ``count`` messages with a consumer of their own, 100 a
+    fetch and one ``await msg.ack()`` a message (or until ``until`` is done): acked."""
+    c = await stream.create_consumer(ConsumerConfig(max_ack_pending=-1))
+    got = 0
+    try:
+        while got < count and not (until is not None and until.done()):
+            msgs = await c.fetch(min(100, count - got), expires=5)
+            for m in msgs:
+                await m.ack()
+            got += len(msgs)
+    finally:
+        await stream.delete_consumer(c.name)
+    return got
+
+
+async def _native_window(
+    url: str, pid: int, prof_port: int, args: Any, exe: Path | str, mode: str
+) -> Window:
+    """The Go program's fetch+ack (``-fetch-loop``) for the profile's seconds, while the
+    server profiles itself."""
+    if isinstance(exe, str):
+        raise SystemExit(f"no Go program to profile against: {exe}")
+    path = os.path.join(args.out, f"{mode}.pprof")
+    t0, cpu0 = time.perf_counter(), proc_cpu(pid)
+    proc = await asyncio.create_subprocess_exec(
+        str(exe),
+        "-url",
+        url,
+        "-fetch-loop",
+        str(args.seconds),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    fut = asyncio.ensure_future(asyncio.to_thread(_fetch_profile, prof_port, args.seconds, path))
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), args.seconds + 120)
+        await fut
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        if not fut.done():
+            fut.cancel()
+    if proc.returncode != 0:
+        raise RuntimeError(f"the Go program's fetch loop failed ({proc.returncode})")
+    seconds, cpu = time.perf_counter() - t0, proc_cpu(pid) - cpu0
+    return Window(mode, int(out.split()[-1]), seconds, cpu, path)
+
+
+async def profile_mode(
+    url: str, pid: int, prof_port: int, args: Any, mode: str, exe: Path | str = ""
+) -> Window:
+    """Run ``mode`` while the server profiles itself; the profile is written out."""
+    if mode == "nats.go":
+        return await _native_window(url, pid, prof_port, args, exe, mode)
     async with jetstream.connect(url) as nc:
         js = nc.jetstream()
         stream = await js.stream("BENCH")
         push = mode == "push"
-        await _replay(stream, push, args.count, None)  # warm: consumer API, buffers
+
+        async def once(until: asyncio.Future[Any] | None) -> int:
+            if mode == "ours":
+                return await _fetch_ack(stream, args.count, until)
+            return await _replay(stream, push, args.count, until)
+
+        await once(None)  # warm: consumer API, buffers
         path = os.path.join(args.out, f"{mode}.pprof")
         fut = asyncio.ensure_future(
             asyncio.to_thread(_fetch_profile, prof_port, args.seconds, path)
@@ -93,7 +162,7 @@ async def profile_mode(url: str, pid: int, prof_port: int, args: Any, mode: str)
         messages = 0
         try:
             while not fut.done():
-                messages += await _replay(stream, push, args.count, fut)
+                messages += await once(fut)
             await fut
         finally:
             if not fut.done():
@@ -103,12 +172,22 @@ async def profile_mode(url: str, pid: int, prof_port: int, args: Any, mode: str)
 
 
 async def main_async(args: Any) -> list[Window]:
+    modes = WORKLOADS[getattr(args, "workload", "ordered")]
     (prof_port,) = _free_ports(1)  # never one NatsServer picks too
-    with NatsServer(extra_config=f"prof_port: {prof_port}") as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        NatsServer(extra_config=f"prof_port: {prof_port}") as server,
+    ):
         assert server.pid is not None
+        exe: Path | str = ""
+        if "nats.go" in modes:
+            gopath = os.environ.get("NATS_GO_GOPATH", bench_native.DEBIAN_GOPATH)
+            exe = await asyncio.to_thread(bench_native.build, Path(tmp), gopath)
         async with Ours(server.url) as ours:
-            await ours.fresh_stream(args.count)  # the stream bench_js replays
-        return [await profile_mode(server.url, server.pid, prof_port, args, mode) for mode in MODES]
+            await ours.fresh_stream(args.count)  # the stream bench_js replays and fetches
+        return [
+            await profile_mode(server.url, server.pid, prof_port, args, mode, exe) for mode in modes
+        ]
 
 
 _UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -165,6 +244,9 @@ def report(windows: list[Window], top: int) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    ap.add_argument(
+        "--workload", choices=sorted(WORKLOADS), default="ordered", help="what is profiled"
+    )
     ap.add_argument("--count", type=int, default=200_000, help="messages stored and replayed")
     ap.add_argument("--seconds", type=int, default=8, help="profile length a mode")
     ap.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")

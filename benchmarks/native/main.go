@@ -40,6 +40,7 @@ var (
 	window   = flag.Int("window", 256, "publish_async: outstanding acks")
 	srvPid   = flag.Int("server-pid", 0, "the server's pid: print CPU per op (stderr) when set")
 	respSubj = flag.String("responder", "", "run only an echo responder on this subject")
+	fetchFor = flag.Float64("fetch-loop", 0, "run only fetch+ack, batch 100, over the stored stream BENCH for this many seconds")
 )
 
 // procCPU is the CPU seconds (user + system) of process pid so far, from /proc.
@@ -356,6 +357,38 @@ func min(a, b int) int {
 	return b
 }
 
+// fetchLoop fetches and acks (one Ack a message, batch 100) the messages stored in the
+// stream BENCH, again and again with a new durable consumer each pass, for the given
+// seconds; it prints how many messages it acked (for benchmarks/server_profile.py, which
+// profiles the server meanwhile).
+func fetchLoop(seconds float64) {
+	nc := connect()
+	defer nc.Close()
+	js, err := nc.JetStream()
+	check(err)
+	info, err := js.StreamInfo("BENCH")
+	check(err)
+	n := int(info.State.Msgs)
+	end := time.Now().Add(time.Duration(seconds * float64(time.Second)))
+	acked := 0
+	for pass := 0; time.Now().Before(end); pass++ {
+		sub, err := js.PullSubscribe("bench", fmt.Sprintf("loop%d", pass), nats.MaxAckPending(-1))
+		check(err)
+		for got := 0; got < n && time.Now().Before(end); {
+			msgs, err := sub.Fetch(min(100, n-got), nats.MaxWait(5*time.Second))
+			check(err)
+			for _, m := range msgs {
+				check(m.Ack())
+			}
+			got += len(msgs)
+			acked += len(msgs)
+		}
+		check(sub.Unsubscribe()) // the consumer it made goes with it
+	}
+	check(nc.Flush())
+	fmt.Println(acked)
+}
+
 func jetStream() {
 	nc := connect()
 	defer nc.Close()
@@ -512,6 +545,10 @@ func main() {
 	flag.Parse()
 	if *respSubj != "" {
 		responder(*respSubj)
+		return
+	}
+	if *fetchFor > 0 {
+		fetchLoop(*fetchFor)
 		return
 	}
 	run := func(family string) bool {

@@ -313,3 +313,21 @@ def test_server_profile_profiles_the_server_in_both_modes(tmp_path: Path) -> Non
     # Go reads them: the consumer's delivery loop is in the server's time
     cum = server_profile.read_profile(go, windows[0].profile, 200)
     assert any("loopAndGatherMsgs" in name for name in cum)
+
+
+def test_server_profile_sets_our_fetches_against_the_go_programs(tmp_path: Path) -> None:
+    from benchmarks import server_profile
+
+    args = argparse.Namespace(workload="fetch", count=2000, seconds=1, out=str(tmp_path), top=5)
+    windows = server_profile.run_on_loop(server_profile.main_async(args), "asyncio")
+    assert [w.mode for w in windows] == ["ours", "nats.go"]
+    for w in windows:
+        # fetched and acked over the profile's whole second, and the profile written
+        assert w.messages >= 2000 and w.seconds >= 1.0
+        assert Path(w.profile).read_bytes()[:2] == b"\x1f\x8b"
+    assert server_profile.report(windows, 5).startswith("ours: ")
+    go = shutil.which("go")
+    assert go, "no Go on PATH to read the profiles with (make test installs it)"
+    # the Go program's pulls and acks are in the server's time: its deliveries
+    cum = server_profile.read_profile(go, windows[1].profile, 200)
+    assert any("loopAndGatherMsgs" in name for name in cum)
