@@ -395,7 +395,8 @@ def cpu_table(lines: Iterable[str]) -> str:
 def floor_table(lines: Iterable[str]) -> str:
     """A Markdown table: per workload with a socket floor (the same calls on bare
     blocking sockets, no client library) and, where measured, a client floor (what a
-    client spends on its own thread whatever the server does), the floors' rates, ours,
+    client spends on its own thread whatever the server does; for a request, the request
+    between two bare protocols on the event loop), the floors' rates, ours,
     the best Python peer's and nats.go's, then ours and twice the best peer as fractions
     of the lower floor: above 1 in the last column, no client gets twice as fast as that
     peer on this machine."""
@@ -620,8 +621,9 @@ def report(lines: list[str], title: str) -> str:
         text += (
             "\nAgainst the floors, same server and run (socket floor: the same calls on bare"
             " blocking sockets, no client library; client floor: what a client spends on its"
-            " own thread whatever the server does; the fractions are of the lower"
-            " floor):\n\n" + _section("floors", floors)
+            " own thread whatever the server does, for a request the same request between"
+            " two bare protocols on the benchmark's event loop; the fractions are of the"
+            " lower floor):\n\n" + _section("floors", floors)
         )
     return text
 
