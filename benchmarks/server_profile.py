@@ -44,7 +44,6 @@ from jetstream.testing._support import _free_ports
 #: each workload's two windows: the ordered replay by pull and by push; fetch+ack by our
 #: client and by the Go program
 WORKLOADS = {"ordered": ("pull", "push"), "fetch": ("ours", "nats.go")}
-MODES = WORKLOADS["ordered"]
 #: the package of the server's own functions, left off their names in the report
 _SERVER_PKG = "github.com/nats-io/nats-server/v2/server."
 
