@@ -4,9 +4,10 @@ sockets.
 A round-trip workload (a request, a sync publish, an ``ack_sync``) waits for the
 server, and on a virtual machine much of that wait is the kernel waking the
 sleeping reader. These floors are measured with plain blocking sockets and
-hand-written protocol lines (no client library, no event loop) against the same
-server as the workloads, so a latency ratio can be read against them: a client
-that waits in ``epoll`` cannot come in below them without spinning on its socket.
+hand-written protocol lines (no client library, no event loop; ``loop_floor`` alone
+runs on the event loop) against the same server as the workloads, so a latency ratio
+can be read against them: a client that waits in ``epoll`` cannot come in below them
+without spinning on its socket.
 
 - ``ping``: ``PING`` -> ``PONG`` on one connection (one hop, as an ``ack_sync``);
 - ``request``: a message relayed by the server to a second connection, which
