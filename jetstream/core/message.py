@@ -116,7 +116,7 @@ class Msg(MsgOp, gc=False):
         # subject came from the server: written as it is (like an ack subject).
         sub = client._subs.get(self.sid)
         now = not getattr(sub, "_queue", None)
-        client._publish_to_reply(reply, data, b"", hdr, now, b"PUB %b" % reply.encode())
+        client._publish_to_reply(reply, data, b"", hdr, now, f"PUB {reply}".encode())
         conn = client._conn
         if conn is not None and conn.write_paused:
             await client._wait_writable()
