@@ -45,6 +45,7 @@ __all__ = [
     "FLOOR",
     "deliver_all",
     "loop_floor",
+    "loop_rounds",
     "publish_all",
     "round_trips",
     "socket_floor",
@@ -163,9 +164,24 @@ async def loop_floor(url: str, rounds: int = 2000) -> float:
     Raises:
         TimeoutError: the server did not answer in that time.
     """
+    times = [end - start for start, end in await loop_rounds(url, rounds)]
+    return statistics.median(times)
+
+
+async def loop_rounds(
+    url: str, rounds: int, wire_class: type[_LoopWire] | None = None
+) -> list[tuple[float, float]]:
+    """``loop_floor``'s round trips, each as its ``perf_counter`` start and end;
+    ``wire_class``: the class of its two connections (a ``_LoopWire``, which
+    ``benchmarks.request_hops`` subclasses to mark its reads and writes).
+
+    Raises:
+        TimeoutError: the server did not answer within ``30 s`` plus 10 ms a round.
+    """
     u = urlsplit(url)
     loop = asyncio.get_running_loop()
     waiting: list[asyncio.Future[bytes]] = []
+    cls = wire_class or _LoopWire
 
     def answer(wire: _LoopWire, reply: bytes, payload: bytes) -> None:
         wire.write(b"PUB %b %d\r\n%b\r\n" % (reply, len(payload), payload))
@@ -178,26 +194,26 @@ async def loop_floor(url: str, rounds: int = 2000) -> float:
     try:
         async with asyncio.timeout(30 + rounds * 0.01):
             for got, sub in ((answer, b"floor.request"), (replied, b"floor.reply")):
-                _, wire = await loop.create_connection(
-                    partial(_LoopWire, got), u.hostname or "127.0.0.1", u.port or 4222
+                _, conn = await loop.create_connection(
+                    partial(cls, got), u.hostname or "127.0.0.1", u.port or 4222
                 )
-                wires.append(wire)
+                wires.append(conn)
                 # the subscription is known to the server once the PING after it is answered
-                wire.write(_CONNECT + b"SUB %b 1\r\nPING\r\n" % sub)
-                await wire.ready
+                conn.write(_CONNECT + b"SUB %b 1\r\nPING\r\n" % sub)
+                await conn.ready
             requester = wires[1]
-            times: list[float] = []
+            times: list[tuple[float, float]] = []
             for _ in range(rounds):
                 fut = loop.create_future()
                 waiting[:] = [fut]
                 t0 = time.perf_counter()
                 requester.write(b"PUB floor.request floor.reply 1\r\nx\r\n")
                 await fut
-                times.append(time.perf_counter() - t0)
-            return statistics.median(times)
+                times.append((t0, time.perf_counter()))
+            return times
     finally:
-        for wire in wires:
-            wire.close()
+        for conn in wires:
+            conn.close()
 
 
 #: the start of a status answer that is an error (a status header line is

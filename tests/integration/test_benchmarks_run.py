@@ -331,3 +331,34 @@ def test_server_profile_sets_our_fetches_against_the_go_programs(tmp_path: Path)
     # the Go program's pulls and acks are in the server's time: its deliveries
     cum = server_profile.read_profile(go, windows[1].profile, 200)
     assert any("loopAndGatherMsgs" in name for name in cum)
+
+
+@pytest.mark.asyncio
+async def test_request_hops_times_the_parts_of_ours_and_of_the_bare_protocols(
+    nats_url: str,
+) -> None:
+    from benchmarks import request_hops
+    from jetstream.core import _connection
+
+    conn_class = _connection._Connection
+    methods = (conn_class.write, conn_class.data_received)
+    times, log = await request_hops.rounds_ours(nats_url, 100)
+    # ours: every round marked (a PING of the server's may leave one out), each part
+    # taking some time and the parts adding up to the round
+    parts = request_hops.split(times, log)
+    assert len(parts) >= 90
+    assert all(p >= 0 for row in parts for p in row)
+    durations = sorted(end - start for start, end in times)
+    assert all(
+        any(abs(sum(row) - d) < 1e-9 for d in durations) and row[1] > 0 and row[4] > 0
+        for row in parts
+    )
+    # the client's connection class is as it was
+    assert (conn_class.write, conn_class.data_received) == methods
+    # both sides measured, every part and sum for each
+    result = await request_hops.hops(nats_url, 100)
+    assert list(result) == list(request_hops.IMPLS)
+    for medians in result.values():
+        assert list(medians) == [*request_hops.PARTS, *request_hops.SUMS]
+        assert all(t >= 0 for t in medians.values())
+        assert medians["the round trip"] > medians["the writes (2 + 5)"] > 0
