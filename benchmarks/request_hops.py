@@ -17,11 +17,11 @@ two connections:
 
 The same parts are timed for ``benchmarks._floor.loop_floor``'s two bare ``asyncio``
 protocols (the responder answers from ``data_received``, the requester awaits a
-future): parts 1, 4 and 7 are then what any client on this event loop spends, 2, 3, 5
-and 6 what none can change. Each part is the median over the rounds; the rows
-after them are medians of each round's sum (the client's work: 1 + 4 + 7; the writes: 2
-+ 5; the server and the wake-ups: 3 + 6). A round with any other read or write in it
-(a PING) is left out.
+future; a payload of 1 byte there, of 16 here as in bench_core): parts 1, 4 and 7 are
+then what any client on this event loop spends, 2, 3, 5 and 6 what none can change.
+Each part is the median over the rounds; the rows after them are medians of each
+round's sum (the client's work: 1 + 4 + 7; the writes: 2 + 5; the server and the
+wake-ups: 3 + 6). A round with any other read or write in it (a PING) is left out.
 
 Ours is timed by wrapping two methods of the client's connection class
 (``_Connection.write`` and ``data_received``) for the length of its run: a diagnostic
