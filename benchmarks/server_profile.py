@@ -171,7 +171,7 @@ async def profile_mode(
 
 
 async def main_async(args: Any) -> list[Window]:
-    modes = WORKLOADS[getattr(args, "workload", "ordered")]
+    modes = WORKLOADS[args.workload]
     (prof_port,) = _free_ports(1)  # never one NatsServer picks too
     with (
         tempfile.TemporaryDirectory() as tmp,

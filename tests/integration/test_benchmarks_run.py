@@ -299,7 +299,7 @@ def test_server_profile_reads_the_top_of_pprof() -> None:
 def test_server_profile_profiles_the_server_in_both_modes(tmp_path: Path) -> None:
     from benchmarks import server_profile
 
-    args = argparse.Namespace(count=2000, seconds=1, out=str(tmp_path), top=5)
+    args = argparse.Namespace(workload="ordered", count=2000, seconds=1, out=str(tmp_path), top=5)
     windows = server_profile.run_on_loop(server_profile.main_async(args), "asyncio")
     assert [w.mode for w in windows] == ["pull", "push"]
     for w in windows:
