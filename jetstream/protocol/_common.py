@@ -1,10 +1,23 @@
-"""What the op-by-op parser and its batch paths share: error quoting, header status."""
+"""What the op-by-op parser and its batch paths share: error quoting, header status, the
+errors of the op-by-op loop (made out of it: the loop only raises them), and the joining
+of a payload that came in pieces."""
 
 from __future__ import annotations
 
 from ..errors import ProtocolError
 
-__all__ = ["CRLF", "HDR_PLAIN", "quote", "status_of"]
+__all__ = [
+    "CRLF",
+    "HDR_PLAIN",
+    "gather",
+    "headers_too_big",
+    "line_too_long",
+    "no_crlf",
+    "quote",
+    "status_of",
+    "too_big",
+    "wrong_fields",
+]
 
 CRLF = b"\r\n"
 HDR_PLAIN = b"NATS/1.0\r\n"  # header block with no inline status: the common case
@@ -39,3 +52,53 @@ def status_of(block: bytes) -> int:
             f"got {quote(block[: eol if eol >= 0 else len(block)])}"
         )
     return int(code)
+
+
+def line_too_long(data: bytes, pos: int, end: int, max_line: int) -> ProtocolError:
+    return ProtocolError(
+        f"expected a control line of at most {max_line} bytes, "
+        f"got {end - pos} bytes: {quote(data[pos:end])}"
+    )
+
+
+def wrong_fields(op: str, nargs: int, line: bytes) -> ProtocolError:
+    form = (
+        "MSG <subject> <sid> [reply] <size>"
+        if op == "MSG"
+        else "HMSG <subject> <sid> [reply] <header size> <total size>"
+    )
+    return ProtocolError(f"expected '{form}', got {nargs} field(s): {quote(line)}")
+
+
+def too_big(op: str, max_payload: int, size: int, line: bytes) -> ProtocolError:
+    article = "a" if op == "MSG" else "an"
+    return ProtocolError(
+        f"expected {article} {op} of at most max_payload={max_payload} bytes, "
+        f"got {size}: {quote(line)}"
+    )
+
+
+def headers_too_big(hdr_len: int, size: int, line: bytes) -> ProtocolError:
+    return ProtocolError(
+        f"expected an HMSG header size <= total size, got {hdr_len} > {size}: {quote(line)}"
+    )
+
+
+def no_crlf(what: str, line: bytes, trailer: bytes) -> ProtocolError:
+    return ProtocolError(f"expected CRLF after the {what} of {quote(line)}, got {quote(trailer)}")
+
+
+def gather(parts: list[bytes | bytearray | memoryview], start: int, stop: int) -> bytes:
+    """Bytes ``start:stop`` of the concatenation of ``parts``, copied once."""
+    out: list[bytes | bytearray | memoryview] = []
+    offset = 0
+    for part in parts:
+        end = offset + len(part)
+        if end > start and offset < stop:
+            lo = start - offset if start > offset else 0
+            hi = stop - offset if stop < end else len(part)
+            out.append(memoryview(part)[lo:hi])
+        offset = end
+        if offset >= stop:
+            break
+    return b"".join(out)

@@ -804,6 +804,111 @@ def test_the_remembered_control_lines_stay_bounded() -> None:
     assert 0 < len(p._lines) <= parser_mod._LINE_CACHE
 
 
+# --- a lone MSG: the feed of a round trip ----------------------------------------------
+
+
+def loop_parse(data: bytes, parser: Parser) -> list[Op]:
+    """``data`` parsed by the op-by-op loop: behind a PING, which no shortcut takes."""
+    ops = parser.feed(b"PING\r\n" + data)
+    assert ops[0] is PING
+    return ops[1:]
+
+
+LONE = [
+    b"MSG _INBOX.abc.17 1 16\r\n" + b"x" * 16 + b"\r\n",  # a reply
+    b"MSG svc.echo 1 _INBOX.abc.18 16\r\n" + b"y" * 16 + b"\r\n",  # a request
+    b"MSG a 1 0\r\n\r\n",  # no payload
+    b"MSG  a.b\t1   r.1  5\r\nhe\r\no\r\n",  # runs of whitespace, a CRLF in the payload
+    b"MSG \xc3\xa9t\xc3\xa9 1 5\r\nhello\r\n",  # a UTF-8 subject
+]
+
+
+@pytest.mark.parametrize("data", LONE)
+def test_a_lone_msg_seen_before_parses_as_the_loop_parses_it(data: bytes) -> None:
+    p = Parser()
+    first = p.feed(data)  # its sid and size are new: the loop parses and validates them
+    assert first == loop_parse(data, Parser())
+    assert len(first) == 1
+    assert p.feed(data) == first  # now the shortcut
+    assert p.feed(data) == first
+    assert p.buffered == 0
+
+
+def test_a_lone_msg_seen_before_skips_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = Parser()
+    p.feed(b"MSG _INBOX.abc.1 1 16\r\n" + b"x" * 16 + b"\r\n")
+
+    def no_loop(*args: object) -> None:
+        raise AssertionError("the op-by-op loop ran")
+
+    monkeypatch.setattr(Parser, "_scan", no_loop)
+    # another subject and reply, the same sid and size: no loop
+    assert p.feed(b"MSG _INBOX.abc.2 1 r.9 16\r\n" + b"z" * 16 + b"\r\n") == [
+        Msg("_INBOX.abc.2", 1, "r.9", b"z" * 16)
+    ]
+    # what it does not take goes to the loop: a new size, two ops, an incomplete one
+    for other in (
+        b"MSG a 1 3\r\nabc\r\n",
+        b"MSG a 1 16\r\n" + b"x" * 16 + b"\r\nPING\r\n",
+        b"MSG a 1 16\r\n" + b"x" * 10,
+    ):
+        with pytest.raises(AssertionError, match="loop ran"):
+            p.feed(other)
+
+
+def test_a_lone_msg_in_pieces_and_with_more_goes_to_the_loop() -> None:
+    op = b"MSG a 1 5\r\nhello\r\n"
+    p = Parser()
+    assert p.feed(op) == [Msg("a", 1, None, b"hello")]
+    assert p.feed(op[:9]) == []  # incomplete: kept
+    assert p.feed(op[9:]) == [Msg("a", 1, None, b"hello")]
+    assert p.feed(op[:-1]) == []  # all but the last LF
+    assert p.feed(b"\n") == [Msg("a", 1, None, b"hello")]
+    assert p.feed(op + b"PI") == [Msg("a", 1, None, b"hello")]
+    assert p.feed(b"NG\r\n" + op) == [PING, Msg("a", 1, None, b"hello")]
+    assert p.feed(op * 2) == [Msg("a", 1, None, b"hello")] * 2
+    assert p.buffered == 0
+
+
+LONE_ERRORS = [
+    ("missing crlf after payload", b"MSG a 1 3\r\nabcXY", "expected CRLF after"),
+    ("lf only after payload", b"MSG a 1 3\r\nabc\nX", "expected CRLF after"),
+    ("subject not utf-8", b"MSG a\xffb 1 3\r\nabc\r\n", "UTF-8"),
+    ("reply not utf-8", b"MSG a 1 r\xc3 3\r\nabc\r\n", "UTF-8"),
+    ("too many fields", b"MSG a 1 r x 3\r\nabc\r\n", "field"),
+    ("too few fields", b"MSG 1 3\r\nabc\r\n", "field"),
+    ("long line", b"MSG " + b"s" * 1100 + b" 1 3\r\nabc\r\n", "at most 1024 bytes"),
+    ("signed size", b"MSG a 1 +3\r\nabc\r\n", "non-negative decimal"),
+]
+
+
+@pytest.mark.parametrize(
+    ("data", "match"), [e[1:] for e in LONE_ERRORS], ids=[e[0] for e in LONE_ERRORS]
+)
+def test_a_lone_msg_seen_before_fails_as_the_loop_fails(data: bytes, match: str) -> None:
+    """With the sid and size seen before (the shortcut's case), every error is the
+    loop's, and the parser is dead after it."""
+    seen = b"MSG a 1 3\r\nabc\r\n"
+    p, q = Parser(max_control_line=1024), Parser(max_control_line=1024)
+    assert p.feed(seen) == q.feed(seen)
+    with pytest.raises(ProtocolError, match=match) as fast:
+        p.feed(data)
+    with pytest.raises(ProtocolError) as loop:
+        loop_parse(data, q)
+    assert str(fast.value) == str(loop.value)
+    with pytest.raises(ProtocolError, match="already failed"):
+        p.feed(seen)
+
+
+def test_a_lone_msg_seen_before_is_held_to_a_lowered_max_payload() -> None:
+    p = Parser()
+    op = b"MSG a.b 1 _INBOX.x.1 5\r\nhello\r\n"
+    assert p.feed(op) == [Msg("a.b", 1, "_INBOX.x.1", b"hello")]
+    p.max_payload = 4  # a server with a lower limit, after a reconnect
+    with pytest.raises(ProtocolError, match="max_payload=4"):
+        p.feed(op)
+
+
 class _RunCount:
     """How many runs the parser took through its batch path (``Parser._reply_run``)."""
 
