@@ -286,6 +286,11 @@ class Parser(BatchParser):
         end = data.find(CRLF)
         if end < 0 or end > self.max_control_line:
             return None
+        ints = self._ints
+        # the size (the last field) first: a feed of more ops ends here, before the split
+        size = ints.get(data[data.rfind(b" ", 0, end) + 1 : end])
+        if size is None or len(data) != end + size + 4 or size > self.max_payload:
+            return None
         args = data[4:end].split()
         nargs = len(args)
         if nargs == 3:
@@ -294,16 +299,8 @@ class Parser(BatchParser):
             reply = args[2].decode()
         else:
             return None
-        ints = self._ints
         sid = ints.get(args[1])
-        size = ints.get(args[-1])
-        if (
-            sid is None
-            or size is None
-            or size > self.max_payload
-            or len(data) != end + size + 4
-            or not data.endswith(CRLF)
-        ):
+        if sid is None or not data.endswith(CRLF):
             return None
         types = self._types
         cls = types.get(sid, self._msg) if types else self._msg
