@@ -1,6 +1,6 @@
-"""What the op-by-op parser and its batch paths share: error quoting, header status, the
-errors of the op-by-op loop (made out of it: the loop only raises them), and the joining
-of a payload that came in pieces."""
+"""The parser's helpers: error quoting and header status (its batch paths use these
+too), the errors of the op-by-op loop (made out of it: the loop only raises them), and
+the joining of a payload that came in pieces."""
 
 from __future__ import annotations
 
