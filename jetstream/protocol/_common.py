@@ -1,8 +1,10 @@
 """The parser's helpers: error quoting and header status (its batch paths use these
-too), the errors of the op-by-op loop (made out of it: the loop only raises them), and
-the joining of a payload that came in pieces."""
+too), the errors of the op-by-op loop (made out of it: the loop only raises them), the
+finding of a run of one control line, and the joining of a payload that came in pieces."""
 
 from __future__ import annotations
+
+import re
 
 from ..errors import ProtocolError
 
@@ -14,6 +16,8 @@ __all__ = [
     "line_too_long",
     "no_crlf",
     "quote",
+    "run_length",
+    "run_pattern",
     "status_of",
     "too_big",
     "wrong_fields",
@@ -102,3 +106,33 @@ def gather(parts: list[bytes | bytearray | memoryview], start: int, stop: int) -
         if offset >= stop:
             break
     return b"".join(out)
+
+
+def run_pattern(sep: bytes, size: int) -> re.Pattern[bytes]:
+    """``sep`` then ``size`` bytes of anything, as many times in a row as they come."""
+    return re.compile(b"(?:%s.{%d})*+" % (re.escape(sep), size), re.DOTALL)
+
+
+def run_length(data: bytes, first: int, step: int, sep: bytes, rx: re.Pattern[bytes] | None) -> int:
+    """How many whole ops of one control line follow each other in ``data``.
+
+    The first op's CRLF is at ``first``; ``sep`` is CRLF and the control line, and
+    ``step`` the length of an op. Each op whose CRLF is followed by the line counts,
+    and so does the last one when its CRLF is there. ``rx`` (``run_pattern``: sep
+    and a payload's worth of anything) finds the run in one call to the regular
+    expression engine; without it, a ``startswith`` per op does. Zero when the first
+    op ends past ``data`` (a feed cut inside its payload): the loop waits for it.
+    """
+    if first > len(data):
+        return 0  # the pattern would match at the end of data, before ``first``: -1 ops
+    if rx is None:
+        crlf = first
+        while data.startswith(sep, crlf):
+            crlf += step
+    else:
+        found = rx.match(data, first)
+        crlf = found.end() if found is not None else first
+    k = (crlf - first) // step
+    if crlf + 2 <= len(data) and data[crlf] == 13 and data[crlf + 1] == 10:
+        k += 1  # and the run's last op (a bad one: the loop in ``Parser._scan`` reports)
+    return k

@@ -20,10 +20,10 @@ Design notes (this is the receive hot path):
   per op; see ``BatchParser._batch`` (``_batch.py``). The batch is checked to be
   exactly what the op-by-op loop would return, and the loop takes over for
   anything else.
-* A feed that is one whole MSG with a sid and size seen before (a round trip's:
-  a request, its reply, a PubAck) skips the loop (``Parser._one``): it comes after
-  the thread slept, with the loop out of the CPU's caches, where that takes a third or
-  more off its parse.
+* A feed that is one whole MSG or HMSG with a sid and sizes seen before (a round
+  trip's: a request, its reply, a PubAck, a direct get's answer) skips the loop
+  (``Parser._one``): it comes after the thread slept, with the loop out of the CPU's
+  caches, where that takes a third or more off its parse.
 * Each payload is copied once, by the slice or split that makes it a
   ``bytes`` object. A payload that arrives in pieces is not copied while it is
   incomplete: the parser remembers the parsed control line and keeps
@@ -62,6 +62,8 @@ from ._common import (
     line_too_long,
     no_crlf,
     quote,
+    run_length,
+    run_pattern,
     status_of,
     too_big,
     wrong_fields,
@@ -88,38 +90,6 @@ _info_decoder = msgspec.json.Decoder(Info)
 
 # A parsed MSG/HMSG control line: subject, sid, reply, header size (-1 for MSG), total size.
 _Pending = tuple[str, int, str | None, int, int]
-
-
-def _run_pattern(sep: bytes, size: int) -> re.Pattern[bytes]:
-    """``sep`` then ``size`` bytes of anything, as many times in a row as they come."""
-    return re.compile(b"(?:%s.{%d})*+" % (re.escape(sep), size), re.DOTALL)
-
-
-def _run_length(
-    data: bytes, first: int, step: int, sep: bytes, rx: re.Pattern[bytes] | None
-) -> int:
-    """How many whole ops of one control line follow each other in ``data``.
-
-    The first op's CRLF is at ``first``; ``sep`` is CRLF and the control line, and
-    ``step`` the length of an op. Each op whose CRLF is followed by the line counts,
-    and so does the last one when its CRLF is there. ``rx`` (``_run_pattern``: sep
-    and a payload's worth of anything) finds the run in one call to the regular
-    expression engine; without it, a ``startswith`` per op does. Zero when the first
-    op ends past ``data`` (a feed cut inside its payload): the loop waits for it.
-    """
-    if first > len(data):
-        return 0  # the pattern would match at the end of data, before ``first``: -1 ops
-    if rx is None:
-        crlf = first
-        while data.startswith(sep, crlf):
-            crlf += step
-    else:
-        found = rx.match(data, first)
-        crlf = found.end() if found is not None else first
-    k = (crlf - first) // step
-    if crlf + 2 <= len(data) and data[crlf] == 13 and data[crlf + 1] == 10:
-        k += 1  # and the run's last op (a bad one: the loop in _scan reports)
-    return k
 
 
 class Parser(BatchParser):
@@ -200,7 +170,7 @@ class Parser(BatchParser):
         self._ints: dict[bytes, int] = {}
         # MSG control lines without a reply already parsed: (subject, sid, size) by line.
         self._lines: dict[bytes, tuple[str, int, int]] = {}
-        # Patterns for runs of one repeated MSG control line (see _run_length), by line.
+        # Patterns for runs of one repeated MSG control line (see run_length), by line.
         self._runs: dict[bytes, re.Pattern[bytes]] = {}
         # Feeds to skip before trying batch parsing again, and failed tries in a row.
         self._cooldown = 0
@@ -236,7 +206,9 @@ class Parser(BatchParser):
         ops: list[Op] = []
         self.run_end = 0
         try:
-            if data.startswith(b"MSG ") and (one := self._one(data)) is not None:
+            if (data.startswith(b"MSG ") or data.startswith(b"HMSG ")) and (
+                one := self._one(data)
+            ) is not None:
                 ops.append(one)
                 return ops
             pos = 0
@@ -280,8 +252,9 @@ class Parser(BatchParser):
         return ops
 
     def _one(self, data: bytes) -> Msg | None:
-        """The op of a feed that is one whole MSG, with a sid and size the loop validated
-        before (``_ints``), and nothing else; else None: the loop parses (and reports) it."""
+        """The op of a feed that is one whole MSG or HMSG, with a sid and sizes the loop
+        validated before (``_ints``), and nothing else; else None: the loop parses (and
+        reports) it."""
         if self._tail or self._pending is not None or self.bulk is not None:
             return None
         end = data.find(CRLF)
@@ -292,8 +265,9 @@ class Parser(BatchParser):
         size = ints.get(data[data.rfind(b" ", 0, end) + 1 : end])
         if size is None or len(data) != end + size + 4 or size > self.max_payload:
             return None
-        args = data[4:end].split()
-        nargs = len(args)
+        hmsg = data[0] == 72  # H
+        args = data[5 if hmsg else 4 : end].split()
+        nargs = len(args) - hmsg
         if nargs == 3:
             reply = None
         elif nargs == 4:
@@ -305,7 +279,16 @@ class Parser(BatchParser):
             return None
         types = self._types
         cls = types.get(sid, self._msg) if types else self._msg
-        return cls(args[0].decode(), sid, reply, data[end + 2 : end + 2 + size])
+        start = end + 2
+        if not hmsg:
+            return cls(args[0].decode(), sid, reply, data[start : start + size])
+        hdr_len = ints.get(args[-2])
+        if hdr_len is None or hdr_len > size:
+            return None
+        mid = start + hdr_len
+        hdr = data[start:mid]
+        status = 0 if hdr.startswith(HDR_PLAIN) else status_of(hdr)
+        return cls(args[0].decode(), sid, reply, data[mid : start + size], hdr, status)
 
     def _check_tail(self, tail: bytes) -> bytes:
         """``tail``, an incomplete control line; fails when it is already longer than
@@ -483,8 +466,8 @@ class Parser(BatchParser):
         if rx is None and (len(data) - first) // step >= _RUN_PATTERN_MIN:
             if len(runs) >= _RUN_CACHE:
                 runs.clear()
-            rx = runs[line] = _run_pattern(sep, size)
-        k = _run_length(data, first, step, sep, rx)
+            rx = runs[line] = run_pattern(sep, size)
+        k = run_length(data, first, step, sep, rx)
         if not k:
             return pos
         stop = pos + k * step

@@ -11,6 +11,7 @@ import pytest
 
 from jetstream.errors import ProtocolError
 from jetstream.protocol import parser as parser_mod
+from jetstream.protocol._common import run_length, run_pattern
 from jetstream.protocol.ops import OK, PING, PONG, Err, Info, Msg, Op
 from jetstream.protocol.parser import Parser
 
@@ -764,8 +765,8 @@ def test_a_run_is_never_counted_below_zero() -> None:
     data = line + b"hello\r\n" + line + b"he"  # the second op's payload is cut
     first = len(line) + size + 2 + len(line) + size  # where the second op's CRLF would be
     assert first > len(data)
-    for rx in (parser_mod._run_pattern(sep, size), None):
-        assert parser_mod._run_length(data, first, step, sep, rx) == 0
+    for rx in (run_pattern(sep, size), None):
+        assert run_length(data, first, step, sep, rx) == 0
 
 
 def test_control_lines_seen_before_parse_as_the_first_time() -> None:
@@ -820,6 +821,12 @@ LONE = [
     b"MSG a 1 0\r\n\r\n",  # no payload
     b"MSG  a.b\t1   r.1  5\r\nhe\r\no\r\n",  # runs of whitespace, a CRLF in the payload
     b"MSG \xc3\xa9t\xc3\xa9 1 5\r\nhello\r\n",  # a UTF-8 subject
+    # a direct get's answer (a KeyValue get)
+    b"HMSG _INBOX.abc.19 1 72 77\r\nNATS/1.0\r\nNats-Stream: KV_b\r\nNats-Subject: $KV.b.k\r\n"
+    b"Nats-Sequence: 7\r\n\r\nhello\r\n",
+    b"HMSG _INBOX.abc.20 1 16 16\r\nNATS/1.0 503\r\n\r\n\r\n",  # no responders
+    b"HMSG svc.echo 1 _INBOX.abc.21 12 12\r\nNATS/1.0\r\n\r\n\r\n",  # a reply, no payload
+    b"HMSG  a\t1  r.1   12 14\r\nNATS/1.0\r\n\r\n\r\n\r\n",  # whitespace, CRLF payload
 ]
 
 
@@ -837,6 +844,9 @@ def test_a_lone_msg_seen_before_parses_as_the_loop_parses_it(data: bytes) -> Non
 def test_a_lone_msg_seen_before_skips_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     p = Parser()
     p.feed(b"MSG _INBOX.abc.1 1 16\r\n" + b"x" * 16 + b"\r\n")
+    hmsg = b"HMSG _INBOX.abc.3 1 12 16\r\nNATS/1.0\r\n\r\nwxyz\r\n"
+    q = Parser()
+    q.feed(hmsg)
 
     def no_loop(*args: object) -> None:
         raise AssertionError("the op-by-op loop ran")
@@ -846,14 +856,25 @@ def test_a_lone_msg_seen_before_skips_the_loop(monkeypatch: pytest.MonkeyPatch) 
     assert p.feed(b"MSG _INBOX.abc.2 1 r.9 16\r\n" + b"z" * 16 + b"\r\n") == [
         Msg("_INBOX.abc.2", 1, "r.9", b"z" * 16)
     ]
-    # what it does not take goes to the loop: a new size, two ops, an incomplete one
-    for other in (
-        b"MSG a 1 3\r\nabc\r\n",
-        b"MSG a 1 16\r\n" + b"x" * 16 + b"\r\nPING\r\n",
-        b"MSG a 1 16\r\n" + b"x" * 10,
+    # an HMSG (a direct get's answer) with its sid and both sizes seen before: no loop
+    assert q.feed(hmsg.replace(b".3 ", b".4 ")) == [
+        Msg("_INBOX.abc.4", 1, None, b"wxyz", b"NATS/1.0\r\n\r\n", 0)
+    ]
+    assert q.feed(b"HMSG s 1 16 16\r\nNATS/1.0 408\r\n\r\n\r\n") == [
+        Msg("s", 1, None, b"", b"NATS/1.0 408\r\n\r\n", 408)
+    ]
+    # what it does not take goes to the loop: a new size, a new header size, two ops,
+    # an incomplete one
+    for parser, other in (
+        (p, b"MSG a 1 3\r\nabc\r\n"),
+        (p, hmsg),
+        (p, b"MSG a 1 16\r\n" + b"x" * 16 + b"\r\nPING\r\n"),
+        (q, hmsg + b"PING\r\n"),
+        (p, b"MSG a 1 16\r\n" + b"x" * 10),
+        (q, hmsg[:-3]),
     ):
         with pytest.raises(AssertionError, match="loop ran"):
-            p.feed(other)
+            parser.feed(other)
 
 
 def test_a_lone_msg_in_pieces_and_with_more_goes_to_the_loop() -> None:
@@ -879,6 +900,13 @@ LONE_ERRORS = [
     ("too few fields", b"MSG 1 3\r\nabc\r\n", "field"),
     ("long line", b"MSG " + b"s" * 1100 + b" 1 3\r\nabc\r\n", "at most 1024 bytes"),
     ("signed size", b"MSG a 1 +3\r\nabc\r\n", "non-negative decimal"),
+    ("hmsg missing crlf", b"HMSG a 1 12 15\r\nNATS/1.0\r\n\r\nabcXY", "expected CRLF after"),
+    ("hmsg not NATS/1.0", b"HMSG a 1 12 15\r\nNATS/2.0\r\n\r\nabc\r\n", "NATS/1.0"),
+    ("hmsg bad status", b"HMSG a 1 15 15\r\nNATS/1.0 5x\r\n\r\n\r\n", "3-digit status"),
+    ("hmsg header past total", b"HMSG a 1 15 12\r\nNATS/1.0\r\n\r\n\r\n", "header size <="),
+    ("hmsg too many fields", b"HMSG a 1 r x 12 15\r\nNATS/1.0\r\n\r\nabc\r\n", "field"),
+    ("hmsg too few fields", b"HMSG 1 12 15\r\nNATS/1.0\r\n\r\nabc\r\n", "field"),
+    ("hmsg subject not utf-8", b"HMSG a\xff 1 12 15\r\nNATS/1.0\r\n\r\nabc\r\n", "UTF-8"),
 ]
 
 
@@ -886,9 +914,9 @@ LONE_ERRORS = [
     ("data", "match"), [e[1:] for e in LONE_ERRORS], ids=[e[0] for e in LONE_ERRORS]
 )
 def test_a_lone_msg_seen_before_fails_as_the_loop_fails(data: bytes, match: str) -> None:
-    """With the sid and size seen before (the shortcut's case), every error is the
+    """With the sid and sizes seen before (the shortcut's case), every error is the
     loop's, and the parser is dead after it."""
-    seen = b"MSG a 1 3\r\nabc\r\n"
+    seen = b"MSG a 1 3\r\nabc\r\nHMSG a 1 12 15\r\nNATS/1.0\r\n\r\nabc\r\n"
     p, q = Parser(max_control_line=1024), Parser(max_control_line=1024)
     assert p.feed(seen) == q.feed(seen)
     with pytest.raises(ProtocolError, match=match) as fast:

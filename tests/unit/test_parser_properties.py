@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jetstream.errors import ProtocolError
+from jetstream.protocol._common import run_length, run_pattern
 from jetstream.protocol.ops import OK, PING, PONG, Err, Info, Msg, Op
-from jetstream.protocol.parser import Parser, _run_length, _run_pattern
+from jetstream.protocol.parser import Parser
 from tests.unit.test_parser_runs import claimed
 
 PROPERTY = settings(max_examples=500, deadline=None)
@@ -173,7 +174,7 @@ def test_msg_round_trip(msg: Msg, sep: bytes, chunk: int) -> None:
     assert isinstance(parsed, Msg)
     assert type(parsed.payload) is bytes
     assert parsed.hdr is None or type(parsed.hdr) is bytes
-    # again, whole: a MSG's sid and size are known now (the shortcut of a lone MSG)
+    # again, whole: its sid and sizes are known now (the shortcut of a lone MSG or HMSG)
     assert parser.feed(stream) == [msg]
 
 
@@ -252,10 +253,20 @@ def test_mutated_streams(data: bytes, draw: st.DataObject) -> None:
 
 @st.composite
 def lone_msgs(draw: st.DrawFn) -> tuple[bytes, bytes]:
-    """A MSG without headers, then that MSG with up to three bytes changed: the second
-    is fed alone to a parser that knows its sid and size from the first (the
-    shortcut of a round trip's feed)."""
-    msg = Msg(draw(token), draw(st.integers(0, 20)), draw(st.none() | token), draw(payloads))
+    """A MSG or an HMSG, then that op with up to three bytes changed: the second is fed
+    alone to a parser that knows its sid and sizes from the first (the shortcut of a
+    round trip's feed: a reply, a PubAck, a direct get's answer)."""
+    subject, sid, reply, payload = (
+        draw(token),
+        draw(st.integers(0, 20)),
+        draw(st.none() | token),
+        draw(payloads),
+    )
+    if draw(st.booleans()):
+        msg = Msg(subject, sid, reply, payload)
+    else:
+        block, status = draw(header_blocks())
+        msg = Msg(subject, sid, reply, payload, block, status)
     seen = encode_msg(msg)
     return seen, mutate(
         draw, encode_msg(msg, draw(st.sampled_from([b" ", b"  ", b"\t"]))), draw(st.integers(0, 3))
@@ -441,11 +452,11 @@ def test_run_pattern_counts_as_the_loop_does(
         if stream:
             stream[data.draw(st.integers(0, len(stream) - 1))] = data.draw(st.integers(0, 255))
     whole = bytes(stream)
-    rx = _run_pattern(sep, size)
+    rx = run_pattern(sep, size)
     # ``first`` past the end too: the op before it ends beyond the data (cut by a feed)
     for first in {len(lead), 0, data.draw(st.integers(0, len(whole) + step))}:
-        k = _run_length(whole, first, step, sep, rx)
-        assert k == _run_length(whole, first, step, sep, None)
+        k = run_length(whole, first, step, sep, rx)
+        assert k == run_length(whole, first, step, sep, None)
         assert k >= 0
 
 

@@ -138,6 +138,8 @@ def test_a_registered_sid_gets_its_class_on_every_path() -> None:
     assert len(with_types(msgs(40, 128, reply=b"$JS.ACK.S.C.1.1"), {7})) == 40
     # a lone message, then again with its sid and size known (the round trip's shortcut)
     assert len(with_types(one + one, {7}, cut=len(one))) == 2
+    got = hmsg(b"_INBOX.a.1", 7, b"r", b"v")  # a direct get's answer, alike
+    assert len(with_types(got + got, {7}, cut=len(got))) == 2
     # large messages (the loop's run), a payload begun in the feed before (the loop)
     assert len(with_types(msgs(1, 4000) * 12, {7})) == 12
     assert len(with_types(msgs(41, 16), {7}, cut=len(one) - 5)) == 41
