@@ -805,7 +805,7 @@ def test_the_remembered_control_lines_stay_bounded() -> None:
     assert 0 < len(p._lines) <= parser_mod._LINE_CACHE
 
 
-# --- a lone MSG: the feed of a round trip ----------------------------------------------
+# --- a lone MSG or HMSG: the feed of a round trip ---------------------------------------
 
 
 def loop_parse(data: bytes, parser: Parser) -> list[Op]:
