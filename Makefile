@@ -1,12 +1,13 @@
-# The two commands of the README: `make demo` and `make test`.
-# Each creates .venv when it is missing and installs the project into it.
+# The two commands of the README: `make demo` and `make test` (no root needed: Python 3.11+,
+# make, and Java for Spark). Each creates .venv when it is missing and installs the project
+# into it. `make test-native` runs the tests that need Go and Debian's nats.go sources.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo spark-demo test lint types unit bench bench-python bench-native chart soak faults faults-report clean
+.PHONY: demo spark-demo test test-native lint types unit bench bench-python bench-native chart soak faults faults-report clean
 
 # The benchmarks run the peers that need Python 3.13 (natsio, nats-core) beside ours and
 # nats-py in one venv, .venv-bench, built with the first Python >= 3.13 found (python3.14,
@@ -29,8 +30,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@ $(DEMO_STAMP)
 
-# Go and Debian's nats.go sources, for the benchmarks' native anchor and its tests: Debian's
-# packages, installed by apt-get when missing (as root, as on this project's machines).
+# Go and Debian's nats.go sources, for the benchmarks' native anchor and the tests marked
+# `native`: Debian's packages, installed by apt-get when missing (as root, as in CI).
+# `make test` never needs them.
 GO_STAMP := $(VENV)/.installed-go
 $(GO_STAMP): | $(BIN)/python
 	@if command -v go >/dev/null && [ -d /usr/share/gocode/src/github.com/nats-io/nats.go ]; then :; \
@@ -54,8 +56,13 @@ types: $(STAMP)
 	$(BIN)/mypy --strict jetstream
 	$(BIN)/mypy --strict examples
 
-test: lint types $(GO_STAMP)
-	$(BIN)/python -m pytest -q
+test: lint types
+	$(BIN)/python -m pytest -q -m "not native"
+
+# The tests marked `native` (the benchmarks' native anchor, the services' interop with
+# nats.go, the server profiles Go builds or reads), after Go and nats.go are installed.
+test-native: $(STAMP) $(GO_STAMP)
+	$(BIN)/python -m pytest -q -m native
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

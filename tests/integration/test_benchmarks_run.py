@@ -3,8 +3,10 @@
 Nothing here looks at a speed (timings are never asserted): a benchmark that breaks
 after a change to the client or to nats-py fails here instead of on the next
 measuring day. The optional peers (natsio, nats-core: Python 3.13, ``make bench``) are
-in a row when they are installed and simply absent otherwise; the native anchor says it
-was skipped when there is no Go.
+in a row when they are installed and simply absent otherwise. The tests that need Go and
+Debian's nats.go sources (the native anchor, reading or making a Go profile) are marked
+``native``: ``make test`` leaves them out, ``make test-native`` installs Go and runs them,
+and without Go they fail (the native anchor's own "skipped" is no pass here).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,9 +110,10 @@ def test_benchmark_reports_both_clients(module: str) -> None:
             assert r["client_cpu"] > 0 and r["server_cpu"] >= 0, r
 
 
+@pytest.mark.native
 def test_the_native_anchor_runs() -> None:
-    """The Go program of the benchmarks builds and runs (``make test`` installs Go and
-    Debian's nats.go sources first)."""
+    """The Go program of the benchmarks builds and runs (``make test-native`` installs Go
+    and Debian's nats.go sources first)."""
     sizes = ["--count", "2000", "--js-count", "400", "--kv-count", "50", "--requests", "20"]
     only = ["--size", "1", "--only", "core,kv", "--cpu"]
     proc = subprocess.run(
@@ -121,7 +125,9 @@ def test_the_native_anchor_runs() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert rows, f"the native anchor did not run (make test installs Go): {proc.stderr[-3000:]}"
+    assert rows, (
+        f"the native anchor did not run (make test-native installs Go): {proc.stderr[-3000:]}"
+    )
     assert {r["impl"] for r in rows} == {"nats.go"}
     assert {r["workload"] for r in rows} >= {"publish 16 B", "pub->sub 1 KiB", "put", "get"}
     # the request rows as bench_core's (the same names, so that the ratios line up): an
@@ -296,11 +302,21 @@ def test_server_profile_reads_the_top_of_pprof() -> None:
     }
 
 
-def test_server_profile_profiles_the_server_in_both_modes(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def ordered_profiles(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
+    """The server profiled during the ordered replay, pull then push: once for the module
+    (the test that reads the profiles with Go takes them from here too)."""
     from benchmarks import server_profile
 
-    args = argparse.Namespace(workload="ordered", count=2000, seconds=1, out=str(tmp_path), top=5)
-    windows = server_profile.run_on_loop(server_profile.main_async(args), "asyncio")
+    out = tmp_path_factory.mktemp("profiles")
+    args = argparse.Namespace(workload="ordered", count=2000, seconds=1, out=str(out), top=5)
+    return server_profile.run_on_loop(server_profile.main_async(args), "asyncio")
+
+
+def test_server_profile_profiles_the_server_in_both_modes(ordered_profiles: list[Any]) -> None:
+    from benchmarks import server_profile
+
+    windows = ordered_profiles
     assert [w.mode for w in windows] == ["pull", "push"]
     for w in windows:
         # replayed over the profile's whole second, and the profile (gzipped) written
@@ -308,16 +324,25 @@ def test_server_profile_profiles_the_server_in_both_modes(tmp_path: Path) -> Non
         assert Path(w.profile).read_bytes()[:2] == b"\x1f\x8b"
     text = server_profile.report(windows, 5)
     assert text.startswith("pull: ") and "\npush: " in text
+
+
+@pytest.mark.native
+def test_go_reads_the_servers_profile(ordered_profiles: list[Any]) -> None:
+    from benchmarks import server_profile
+
     go = shutil.which("go")
-    assert go, "no Go on PATH to read the profiles with (make test installs it)"
+    assert go, "no Go on PATH to read the profiles with (make test-native installs it)"
     # Go reads them: the consumer's delivery loop is in the server's time
-    cum = server_profile.read_profile(go, windows[0].profile, 200)
+    cum = server_profile.read_profile(go, ordered_profiles[0].profile, 200)
     assert any("loopAndGatherMsgs" in name for name in cum)
 
 
+@pytest.mark.native
 def test_server_profile_sets_our_fetches_against_the_go_programs(tmp_path: Path) -> None:
     from benchmarks import server_profile
 
+    go = shutil.which("go")
+    assert go, "no Go on PATH to build the Go program with (make test-native installs it)"
     args = argparse.Namespace(workload="fetch", count=2000, seconds=1, out=str(tmp_path), top=5)
     windows = server_profile.run_on_loop(server_profile.main_async(args), "asyncio")
     assert [w.mode for w in windows] == ["ours", "nats.go"]
@@ -326,8 +351,6 @@ def test_server_profile_sets_our_fetches_against_the_go_programs(tmp_path: Path)
         assert w.messages >= 2000 and w.seconds >= 1.0
         assert Path(w.profile).read_bytes()[:2] == b"\x1f\x8b"
     assert server_profile.report(windows, 5).startswith("ours: ")
-    go = shutil.which("go")
-    assert go, "no Go on PATH to read the profiles with (make test installs it)"
     # the Go program's pulls and acks are in the server's time: its deliveries
     cum = server_profile.read_profile(go, windows[1].profile, 200)
     assert any("loopAndGatherMsgs" in name for name in cum)

@@ -1,7 +1,8 @@
 """Services across clients: our discovery reads a nats.go micro service and calls it, and
 nats.go discovers and calls our service (``go_micro/main.go``, built offline in GOPATH
 mode against the nats.go sources of Debian's package, like the benchmarks' native
-anchor; ``make test`` installs Go and those sources when they are missing).
+anchor). Marked ``native``: ``make test`` leaves them out; ``make test-native`` installs
+Go and those sources when they are missing, then runs them. Without them they fail.
 
 The nats.go of the distribution (1.22) has the first form of its micro package: its
 answers carry no ``type``, ``metadata`` or ``endpoints`` yet (INFO names its one
@@ -28,7 +29,7 @@ from benchmarks.bench_native import DEBIAN_GOPATH
 from jetstream import Client, EndpointConfig, Request, ServiceConfig, ServiceResponseError
 from jetstream import service as svc_api
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.native]
 
 HERE = Path(__file__).resolve().parent / "go_micro"
 T = 20.0  # bound of every wait: building and starting Go on a loaded machine takes a while
@@ -38,10 +39,10 @@ T = 20.0  # bound of every wait: building and starting Go on a loaded machine ta
 def go_micro(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Go program, built once for the module (a failure says why: no skip)."""
     go = shutil.which("go")
-    assert go, "no Go toolchain (`go`) on PATH: `make test` installs it (golang-go)"
+    assert go, "no Go toolchain (`go`) on PATH: `make test-native` installs it (golang-go)"
     gopath = os.environ.get("NATS_GO_GOPATH", DEBIAN_GOPATH)
     assert (Path(gopath) / "src/github.com/nats-io/nats.go/micro").is_dir(), (
-        f"no nats.go micro sources under {gopath}/src: `make test` installs them "
+        f"no nats.go micro sources under {gopath}/src: `make test-native` installs them "
         "(golang-github-nats-io-go-nats-dev)"
     )
     out = tmp_path_factory.mktemp("go_micro")
