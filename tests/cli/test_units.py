@@ -25,9 +25,17 @@ def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "soon", "5x", "1h-"])
-def test_parse_duration_refuses(text: str) -> None:
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("", "^empty duration$"),
+        ("soon", r"^not a duration: 'soon' \(try 30s"),
+        ("5x", r"^not a duration: '5x' \(try 30s"),
+        ("1h-", r"^not a duration: '1h-' \(try 30s"),
+    ],
+)
+def test_parse_duration_refuses(text: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
         parse_duration(text)
 
 
@@ -36,13 +44,13 @@ def test_sizes_and_formats() -> None:
     assert parse_size("1KB") == parse_size("1KiB") == parse_size("1k") == 1024
     assert parse_size("10MiB") == 10 * 1024**2
     assert parse_size("-1") == -1
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"not a size: 'lots' \(try 512"):
         parse_size("lots")
     assert fmt_bytes(1536) == "1.5 KiB"
     assert fmt_duration(5400) == "1h30m"
     assert fmt_duration(0) == "-"
     assert parse_header("k: v") == ("k", "v")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a header is KEY:VALUE, not 'novalue'"):
         parse_header("novalue")
 
 

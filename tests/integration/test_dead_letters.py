@@ -120,7 +120,7 @@ async def test_dead_letters_iterates_both_kinds_for_any_consumer(js: JetStream) 
 
 
 async def test_dead_letters_needs_a_kind(js: JetStream) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="ask for max_deliveries, terminated or both"):
         js.dead_letters("S", "C", max_deliveries=False, terminated=False)
 
 

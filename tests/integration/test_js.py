@@ -90,7 +90,7 @@ async def test_purge_variants(js: JetStream) -> None:
     await stream.purge(seq=90)
     info = await stream.info()
     assert info.state.first_seq >= 90
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="purge takes seq or keep, not both"):
         await stream.purge(seq=1, keep=1)
 
 
@@ -334,7 +334,7 @@ async def test_publish_async_payload_forms_and_refusals(nc: Client) -> None:
     futs.append(await js.publish_async("f.a", memoryview(b"view")))
     futs.append(await js.publish_async("f.a", bytearray(b"array")))
     before = len(nc._wbuf)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="must be bytes, bytearray or memoryview, not str"):
         await js.publish_async("f.a", "text")  # type: ignore[arg-type]
     with pytest.raises(jetstream.BadSubjectError):
         await js.publish_async("f. a", b"x")
@@ -430,9 +430,9 @@ async def test_atomic_batch_publish(js: JetStream) -> None:
             [("at.a", b"1", None), ("at.b", b"2", {"Nats-Expected-Last-Sequence": "1"})]
         )
     assert (await stream.info()).state.messages == 11
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"an atomic batch holds 1 to 1000 messages, not 0$"):
         await js.publish_batch([])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="an atomic batch holds 1 to 1000 messages, not 1001"):
         await js.publish_batch([("at.x", b"")] * 1001)
     # a stream without allow_atomic refuses
     await js.create_stream(StreamConfig(name="NA", subjects=["na"]))

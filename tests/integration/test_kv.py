@@ -388,7 +388,7 @@ async def test_watch_options(js: JetStream) -> None:
     await w.stop()
     with pytest.raises(StopAsyncIteration):
         await w.__anext__()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="updates_only cannot be combined with include_history"):
         kv.watch_all(updates_only=True, include_history=True)
     with pytest.raises(BadNameError):
         kv.watch("a.>.b")

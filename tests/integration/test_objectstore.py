@@ -83,7 +83,7 @@ async def test_bucket_layout_and_management(js: JetStream) -> None:
     assert sorted([s.bucket async for s in js.object_stores()]) == ["docs", "more"]
     with pytest.raises(ObjectStoreNotFoundError):
         await js.object_store("nope")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"invalid object store bucket name 'bad\.name'"):
         await js.create_object_store(bucket="bad.name")
     with pytest.raises(TypeError, match="bucket='named'"):  # a name where the config goes
         await js.create_object_store("named")  # type: ignore[arg-type]
@@ -121,7 +121,7 @@ async def test_put_get_wire_layout(js: JetStream, obs: ObjectStore) -> None:
     assert [len(p) for p in parts] == [DEFAULT_CHUNK_SIZE] * 3 + [5]
     with pytest.raises(ObjectNotFoundError):
         await obs.get_bytes("missing")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="an object name is required"):
         await obs.put("", b"x")
     await obs.list()
     # readers and watchers remove their consumers when they close

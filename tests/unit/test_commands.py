@@ -64,7 +64,7 @@ def test_connect_escapes_and_other_mappings() -> None:
 
 
 def test_connect_refuses_unencodable_values() -> None:
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="Encoding objects of type object is unsupported"):
         encode_connect({"x": object()})
 
 

@@ -65,7 +65,7 @@ def test_edges() -> None:
     assert seen.missing_count(8) == 7  # 8 is beyond
     assert seen.missing(9) == [0, 1, 2, 3, 4, 5, 6]
     assert -1 not in seen
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="ids are non-negative, not -1"):
         seen.add(-1)
 
 

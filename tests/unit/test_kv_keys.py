@@ -110,9 +110,9 @@ def test_stream_config_of_a_bucket() -> None:
     assert cfg.allow_rollup_hdrs and cfg.deny_delete and cfg.allow_direct
     assert cfg.discard.value == "new"
     assert KeyValueConfig(bucket="b").to_stream_config().duplicate_window == 120
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="history must be 1 to 64, not 65"):
         KeyValueConfig(bucket="b", history=65).to_stream_config()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="ttl and limit_marker_ttl must not be negative"):
         KeyValueConfig(bucket="b", ttl=-1).to_stream_config()
     with pytest.raises(BadNameError):
         KeyValueConfig(bucket="b.c").to_stream_config()

@@ -619,9 +619,9 @@ def test_huge_digit_strings() -> None:
 
 
 def test_constructor_limits() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_control_line must be at least 16, got 4"):
         Parser(max_control_line=4)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_payload must be non-negative, got -1"):
         Parser(max_payload=-1)
     p = Parser()
     assert p.max_control_line == parser_mod.DEFAULT_MAX_CONTROL_LINE == 4096

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import jetstream
@@ -59,10 +61,11 @@ def test_credentials_in_url_are_kept_apart_and_hidden() -> None:
     ],
 )
 def test_bad_urls_are_refused_with_the_url_and_the_expected_form(bad: str, why: str) -> None:
-    with pytest.raises(ValueError) as exc:
+    with pytest.raises(
+        ValueError, match=f"^bad server URL {re.escape(repr(bad.strip()))}: "
+    ) as exc:
         parse_server(bad)
     text = str(exc.value)
-    assert text.startswith(f"bad server URL {bad.strip()!r}: "), text
     assert why in text
     assert text.endswith(EXPECTED_FORM) and "nats://host:port" in EXPECTED_FORM
 
@@ -71,7 +74,7 @@ def test_bad_urls_are_refused_with_the_url_and_the_expected_form(bad: str, why: 
     "bad", ["nats://alice:secret@h :1", "nats://secret@h:port", "tls://alice:secret@:1"]
 )
 def test_a_refused_url_is_quoted_without_its_userinfo(bad: str) -> None:
-    with pytest.raises(ValueError) as exc:
+    with pytest.raises(ValueError, match=r"^bad server URL '[a-z]+://\*\*\*@") as exc:
         parse_server(bad)
     assert "secret" not in str(exc.value) and "alice" not in str(exc.value)
     assert "://***@" in str(exc.value)

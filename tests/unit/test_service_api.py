@@ -50,7 +50,7 @@ def test_control_subjects() -> None:
     assert control_subject("PING") == "$SRV.PING"
     assert control_subject("info", "calc") == "$SRV.INFO.calc"
     assert control_subject("STATS", "calc", "ID1") == "$SRV.STATS.calc.ID1"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a service id needs the service name too"):
         control_subject("PING", None, "ID1")
 
 
