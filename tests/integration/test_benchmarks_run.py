@@ -14,9 +14,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -104,10 +106,66 @@ def test_benchmark_reports_both_clients(module: str) -> None:
             continue
         assert {"jetstream", "nats-py"} <= measured <= ALL_IMPLS, (workload, impls, notes)
     # --cpu: the CPU of our best run, the client's and the server's, for the chart's table
-    # of what bounds each rate (a latency has none)
+    # of what bounds each rate (a latency has none); the server's is read from its /proc
+    # stat, a whole number of clock ticks (none, often, in a run this short: that it is the
+    # server's CPU over the run is the test of with_cpu below)
     for r in rows:
         if r["impl"] == "jetstream" and "latency" not in r["workload"]:
-            assert r["client_cpu"] > 0 and r["server_cpu"] >= 0, r
+            assert r["client_cpu"] > 0 and _clock_ticks(r["server_cpu"]), r
+
+
+def _clock_ticks(seconds: float) -> bool:
+    """CPU seconds read from /proc: a whole number (0 or more) of the kernel's clock ticks."""
+    ticks = seconds * os.sysconf("SC_CLK_TCK")
+    return ticks > -1e-6 and abs(ticks - round(ticks)) < 1e-6
+
+
+# A stand-in for a server: it spins for 0.3 s of its own CPU once told to go, then waits.
+_BUSY = """
+import sys, time
+print("ready", flush=True)
+sys.stdin.readline()
+t0 = time.process_time()
+while time.process_time() - t0 < 0.3:
+    pass
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_the_server_cpu_of_a_run_is_what_the_server_spent_in_it() -> None:
+    """What a benchmark's ``--cpu`` reports of the server: the CPU its process spent during
+    the timed run (not before it, not the benchmark's own)."""
+    from benchmarks._report import race_async, with_cpu
+
+    async def measure() -> dict[str, tuple[float, float]]:
+        pipe = asyncio.subprocess.PIPE
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _BUSY, stdin=pipe, stdout=pipe
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        stdin, stdout = proc.stdin, proc.stdout
+        try:
+            async with asyncio.timeout(60):
+                assert await stdout.readline() == b"ready\n"  # its start is not counted
+
+                async def run() -> float:
+                    t0 = time.perf_counter()
+                    stdin.write(b"go\n")
+                    assert await stdout.readline() == b"done\n"
+                    return time.perf_counter() - t0
+
+                cpu: dict[str, tuple[float, float]] = {}
+                await race_async({"ours": with_cpu(run, "busy", "ours", 1, proc.pid, True)}, 1, cpu)
+                return cpu
+        finally:
+            stdin.close()
+            await proc.wait()
+
+    client, server = asyncio.run(measure())["ours"]
+    # the stand-in's 0.3 s (a tick or two of rounding), and this process all but idle
+    assert 0.25 <= server < 1.0 and _clock_ticks(server), server
+    assert client < server / 2, (client, server)
 
 
 @pytest.mark.native
@@ -135,7 +193,7 @@ def test_the_native_anchor_runs() -> None:
     assert {r["workload"] for r in rows} >= ROWS["bench_core"]
     assert all(r["seconds"] > 0 and r["ops"] > 0 for r in rows), rows
     timed = [r for r in rows if "latency" not in r["workload"]]
-    assert all(r["client_cpu"] > 0 and r["server_cpu"] >= 0 for r in timed), timed
+    assert all(r["client_cpu"] > 0 and _clock_ticks(r["server_cpu"]) for r in timed), timed
 
 
 @pytest.mark.asyncio

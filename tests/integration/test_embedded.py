@@ -376,13 +376,13 @@ def test_tls_start(tls_certs: CertPaths) -> None:
 
 
 def test_options_are_checked() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="password given without user"):
         NatsServer(password="x")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="token cannot be combined with user/password"):
         NatsServer(token="t", user="u")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="tls_cert and tls_key go together"):
         NatsServer(tls_cert="c.pem")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="tls_first need tls_cert and tls_key"):
         NatsServer(tls_first=True)
 
 
@@ -412,8 +412,12 @@ def test_fixture_server(nats_server: NatsServer, nats_url: str) -> None:
     assert info_of(nats_server.port)["jetstream"] is True
 
 
-def test_module_fixture_server(module_nats_server: NatsServer) -> None:
-    assert module_nats_server.running
+def test_module_fixture_server(module_nats_server: NatsServer, nats_server: NatsServer) -> None:
+    # the module's server answers at its URL, with JetStream, and is not the test's own
+    info = info_of(module_nats_server.port)
+    assert info["jetstream"] is True
+    assert module_nats_server.url == f"nats://127.0.0.1:{info['port']}"
+    assert info["server_id"] != info_of(nats_server.port)["server_id"]
 
 
 @pytest.mark.asyncio
