@@ -5,12 +5,24 @@ Spark's synchronous callbacks, and the adapter's errors."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import NatsError
+from .._retry import retry_delay
+from ..errors import (
+    ConnectionClosedError,
+    JetStreamNotEnabledError,
+    JetStreamUnavailableError,
+    NatsError,
+    NoRespondersError,
+    NoServersError,
+    StaleConnectionError,
+    StreamOfflineError,
+)
+from ..errors import TimeoutError as NatsTimeoutError
 
 if TYPE_CHECKING:
     from jetstream import Client
@@ -18,17 +30,27 @@ if TYPE_CHECKING:
 __all__ = [
     "CONNECT_OPTIONS",
     "ConnectSpec",
+    "READ_TIMEOUT",
     "SparkConfigError",
     "SparkDataLossError",
+    "SparkReadTimeoutError",
     "SparkWriteError",
     "connect_spec_from_options",
     "is_connect",
     "lower_keys",
     "number_option",
+    "patiently",
     "run_sync",
+    "transient",
 ]
 
 T = TypeVar("T")
+
+log = logging.getLogger("jetstream.spark")
+
+#: how long the source waits through a server that does not answer (paused, restarting,
+#: electing a leader, out of reach) before it fails loudly: option ``read_timeout``
+READ_TIMEOUT = 300.0
 
 # Connect options that can cross a pickle (callbacks and SSL contexts cannot).
 _PICKLABLE = {
@@ -84,6 +106,14 @@ class SparkDataLossError(NatsError):
     warning instead."""
 
 
+class SparkReadTimeoutError(NatsTimeoutError):
+    """The ``jetstream`` source waited ``read_timeout`` seconds for a server that did
+    not answer (paused, restarting, electing a leader, out of reach) and gave up. The
+    message names the stream, the range and what was read of it; nothing was skipped:
+    the task (or the planning on the driver) fails, Spark retries the task or the query
+    stops, and a re-run from the checkpoint reads the range again."""
+
+
 class SparkWriteError(NatsError):
     """Some rows of a partition could not be confirmed by a PubAck (Spark retries the
     task or the batch; the rows' message ids make the retry store each row once)."""
@@ -137,11 +167,12 @@ class ConnectSpec:
         # never show credentials
         return f"ConnectSpec(servers={list(self.servers)!r})"
 
-    async def connect(self) -> Client:
-        """Connect; an unreachable server is a ``SparkConfigError`` naming the servers."""
+    async def connect(self, **overrides: Any) -> Client:
+        """Connect; an unreachable server is a ``SparkConfigError`` naming the servers.
+        ``overrides``: connect options the caller sets over the spec's own."""
         from jetstream import connect, make_ssl_context
 
-        kw: dict[str, Any] = {"max_reconnect_attempts": 10, **self.options}
+        kw: dict[str, Any] = {"max_reconnect_attempts": 10, **self.options, **overrides}
         if self.tls_ca or self.tls_cert:
             kw["tls"] = make_ssl_context(
                 ca_file=self.tls_ca, cert_file=self.tls_cert, key_file=self.tls_key
@@ -245,3 +276,53 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]  # type: ignore[no-any-return]
+
+
+# errors that say nothing about the stream itself, only that the server did not answer
+# now: paused, restarting, electing a leader, or out of reach
+_TRANSIENT = (
+    NatsTimeoutError,
+    ConnectionClosedError,
+    NoServersError,
+    NoRespondersError,
+    StaleConnectionError,
+    JetStreamNotEnabledError,
+    JetStreamUnavailableError,
+    StreamOfflineError,
+)
+
+
+def transient(exc: BaseException) -> bool:
+    """True for a failure worth waiting through: the server did not answer, or could not
+    be reached (``ConnectSpec.connect``'s ``SparkConfigError`` caused by one), as
+    opposed to an answer that says no (a missing stream, refused credentials)."""
+    if isinstance(exc, SparkReadTimeoutError):
+        return False
+    if isinstance(exc, SparkConfigError):
+        return isinstance(exc.__cause__, _TRANSIENT)
+    return isinstance(exc, _TRANSIENT)
+
+
+async def patiently(what: str, timeout: float, attempt: Callable[[], Awaitable[T]]) -> T:
+    """``await attempt()`` until it succeeds, waiting through ``transient`` failures
+    with backoff for up to ``timeout`` seconds; then ``SparkReadTimeoutError`` saying
+    ``what`` was being done and the last failure. Any other error is raised at once."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    tries = 0
+    while True:
+        try:
+            return await attempt()
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            tries += 1
+            left = deadline - loop.time()
+            if left <= 0:
+                raise SparkReadTimeoutError(
+                    f"{what}: no answer from NATS within {timeout:g}s (option "
+                    f"read_timeout); last failure: {exc or type(exc).__name__}"
+                ) from exc
+            if tries == 1:
+                log.warning("%s: %s; waiting up to %gs", what, exc or type(exc).__name__, left)
+            await asyncio.sleep(min(retry_delay(tries, cap=2.0), left))

@@ -17,7 +17,8 @@ from pyspark.sql.datasource import (
 )
 
 from ._kvwriter import JetStreamKVDataSource
-from ._source import SCHEMA, BatchReader, StreamReader, _Options
+from ._readopts import ReadOptions
+from ._source import SCHEMA, BatchReader, StreamReader
 from ._writer import BatchWriter, StreamWriter, WriteOptions
 
 if TYPE_CHECKING:
@@ -39,10 +40,10 @@ class JetStreamDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return BatchReader(_Options.parse(self.options))
+        return BatchReader(ReadOptions.parse(self.options))
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return StreamReader(_Options.parse(self.options))
+        return StreamReader(ReadOptions.parse(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return BatchWriter(WriteOptions.parse(self.options), schema, overwrite)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..api import DeliverPolicy
+from ..errors import TimeoutError as NatsTimeoutError
 from ._common import SparkConfigError, SparkDataLossError, number_option
 
 __all__ = [
@@ -231,7 +232,14 @@ async def bytes_end(
         while True:
             msgs = await oc.fetch(min(end - first, 1000), expires=5.0)
             if not msgs:
-                return end
+                if not (await oc.info()).num_pending:
+                    return end  # nothing more at all: the rest is deleted or filtered out
+                # the consumer has messages to deliver and none came: no answer, which
+                # is not "nothing there" (the planning is done again, see _source)
+                raise NatsTimeoutError(
+                    f"no size of sequences {first}-{end - 1} came within 5s, though the "
+                    "stream holds some"
+                )
             for m in msgs:
                 meta = m.metadata
                 seq = meta.sequence.stream

@@ -12,8 +12,8 @@ applies the disruption once and then checks each mode, a *cell* of the matrix:
   (more than the reader's 16 MiB read window) and the Spark source's reader of one
   partition, a range of 5,000 sequences. Both read a little, wait at a gate until the
   disruption starts (the reader open, mid-object and mid-range) and then read on at full
-  speed. The Spark reader runs without Spark: a thread iterates ``_read_range`` of
-  ``jetstream/spark/_source.py`` as a Spark task does (its own connection, an ordered
+  speed. The Spark reader runs without Spark: a thread iterates ``read_rows`` of
+  ``jetstream/spark/_range.py`` as a Spark task does (its own connection, an ordered
   consumer from the range's first sequence, chunks of rows read on a private event loop).
 
 A cell passes when nothing raised to the application (errors may go to error callbacks),
@@ -471,11 +471,12 @@ def _describe(reader: Any) -> str:
 
 def _spark_read(cell: Cell, servers: list[str], gate: threading.Event) -> None:
     """One Spark partition's read of the range [1, SPARK_ROWS], driven the way a Spark task
-    drives it: iterate ``_read_range``'s rows (in this thread, on its private loop)."""
-    from jetstream.spark._source import _Options, _read_range
+    drives it: iterate ``read_rows``'s rows (in this thread, on its private loop)."""
+    from jetstream.spark._range import read_rows
+    from jetstream.spark._readopts import ReadOptions
 
-    opts = _Options.parse({"servers": ",".join(servers), "stream": "SP"})
-    rows = _read_range(opts, 1, SPARK_ROWS + 1)
+    opts = ReadOptions.parse({"servers": ",".join(servers), "stream": "SP"})
+    rows = read_rows(opts, 1, SPARK_ROWS + 1)
     try:
         for row in rows:
             cell.take(int(row[3]))

@@ -11,7 +11,9 @@ import pytest
 import jetstream
 from jetstream.embedded import NatsServer
 from jetstream.protocol.ops import Msg, OpsRun
-from jetstream.spark._source import ARROW_SCHEMA, _Options, _RangeReader, _read_range, read_batches
+from jetstream.spark._columns import ARROW_SCHEMA
+from jetstream.spark._range import RangeReader, read_batches, read_rows
+from jetstream.spark._readopts import ReadOptions
 from tests import leaks
 from tests.spark.helpers import make_stream, publish
 
@@ -59,7 +61,7 @@ def test_ranges_with_gaps_filters_and_headers(nats_server: NatsServer) -> None:
                 await stream.delete_msg(seq)
 
     leaks.run(more())
-    opts = _Options.parse({"servers": url, "stream": "RR"})
+    opts = ReadOptions.parse({"servers": url, "stream": "RR"})
     t0 = dt.datetime.now(dt.UTC)
     # two ranges meeting at 1501: together every stored sequence once
     batches = [*read_batches(opts, 1, 1501), *read_batches(opts, 1501, 3011)]
@@ -74,8 +76,8 @@ def test_ranges_with_gaps_filters_and_headers(nats_server: NatsServer) -> None:
     assert headers[:-10] == [None] * (len(seqs) - 10)
     assert dict(headers[-1]) == {"k": "9", "x": "1, 2"}
     # a range that ends inside the stream stops there, and a filter leaves gaps of its own
-    only_b = _Options.parse({"servers": url, "stream": "RR", "subjects": "rr.b"})
-    rows = list(_read_range(only_b, 1, 3006))
+    only_b = ReadOptions.parse({"servers": url, "stream": "RR", "subjects": "rr.b"})
+    rows = list(read_rows(only_b, 1, 3006))
     assert [(r[0], r[1], r[3]) for r in rows] == [("rr.b", b"b%d" % i, 3001 + i) for i in range(5)]
     assert list(read_batches(opts, 3011, 3100)) == []  # past the end of the stream
 
@@ -88,9 +90,9 @@ def test_a_read_is_one_range_unless_partitions_splits_it(nats_server: NatsServer
     url = nats_server.url
     make_stream(url, "PR", ["pr"])
     publish(url, "pr", [b"%d" % i for i in range(10)])
-    one = BatchReader(_Options.parse({"servers": url, "stream": "PR"})).partitions()
+    one = BatchReader(ReadOptions.parse({"servers": url, "stream": "PR"})).partitions()
     assert [(p.first, p.end) for p in one] == [(1, 11)]
-    three = BatchReader(_Options.parse({"servers": url, "stream": "PR", "partitions": "3"}))
+    three = BatchReader(ReadOptions.parse({"servers": url, "stream": "PR", "partitions": "3"}))
     assert [(p.first, p.end) for p in three.partitions()] == [(1, 5), (5, 8), (8, 11)]
 
 
@@ -103,8 +105,8 @@ def test_a_read_is_one_range_unless_partitions_splits_it(nats_server: NatsServer
     ],
 )
 def test_a_batch_from_ack_subjects_of_each_layout(layout: str) -> None:
-    opts = _Options.parse({"servers": "nats://127.0.0.1:1", "stream": "S"})
-    reader = _RangeReader(opts, 10, 16)
+    opts = ReadOptions.parse({"servers": "nats://127.0.0.1:1", "stream": "S"})
+    reader = RangeReader(opts, 10, 16)
     base = 1_700_000_000_123_456_789
     seqs = [10, 12, 15, 16, 17]  # a gap, then two past the end of the range
     replies = [layout.format(seq=s, ts=base + s, pending=20 - s) for s in seqs]
@@ -123,7 +125,7 @@ def _run(replies: list[str]) -> OpsRun:
     return OpsRun([Msg("s", 1, r, b"") for r in replies])
 
 
-def _by_split(reader: _RangeReader, replies: list[str]) -> tuple[list[int], list[object]]:
+def _by_split(reader: RangeReader, replies: list[str]) -> tuple[list[int], list[object]]:
     """A batch's sequences and times with the fast path off (every subject split)."""
     import jetstream.spark._columns as columns
 
@@ -158,11 +160,11 @@ def test_the_sequences_and_times_of_a_run_agree_with_splitting_each_subject(
         f"$JS.ACK.{stream}.C.1.{s}.{i + 1}.{t}.{p}"
         for i, (s, t, p) in enumerate(zip(seqs, stamps, pending, strict=True))
     ]
-    opts = _Options.parse({"servers": "nats://127.0.0.1:1", "stream": stream})
-    fast = _RangeReader(opts, seqs[0], 10**9)
+    opts = ReadOptions.parse({"servers": "nats://127.0.0.1:1", "stream": stream})
+    fast = RangeReader(opts, seqs[0], 10**9)
     batch = fast._batch([_run(replies)])
     got = batch.column("sequence").to_pylist(), batch.column("timestamp").to_pylist()
-    slow = _RangeReader(opts, seqs[0], 10**9)
+    slow = RangeReader(opts, seqs[0], 10**9)
     assert got == _by_split(slow, replies)
     assert got[0] == seqs
     # the fast path takes the runs without a gap and with 19-digit times, in ASCII
@@ -266,12 +268,12 @@ def test_a_task_finds_the_head_of_its_range_removed(
     url = nats_server.url
     make_stream(url, "HEAD", ["head.*"], max_msgs=50)
     publish(url, "head.a", [b"%d" % i for i in range(80)])  # 31..80 kept
-    opts = _Options.parse({"servers": url, "stream": "HEAD"})
+    opts = ReadOptions.parse({"servers": url, "stream": "HEAD"})
     with pytest.raises(SparkDataLossError, match="sequences 21-30 were removed"):
         list(read_batches(opts, 21, 41))
-    skip = _Options.parse({"servers": url, "stream": "HEAD", "fail_on_data_loss": "false"})
+    skip = ReadOptions.parse({"servers": url, "stream": "HEAD", "fail_on_data_loss": "false"})
     with caplog.at_level("WARNING", logger="jetstream.spark"):
-        rows = list(_read_range(skip, 21, 41))
+        rows = list(read_rows(skip, 21, 41))
         assert list(read_batches(skip, 1, 21)) == []
     assert [r[3] for r in rows] == list(range(31, 41))
     assert [r.getMessage().split(";")[0] for r in caplog.records] == [
