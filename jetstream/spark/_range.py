@@ -36,6 +36,7 @@ from ..errors import JetStreamError, MessageNotFoundError, NatsError, StreamNotF
 from ..errors import TimeoutError as NatsTimeoutError
 from ._columns import ARROW_SCHEMA, Layout, column_run, run_columns, token
 from ._common import SparkReadTimeoutError, patiently
+from ._losses import Loss, report_losses
 from ._plan import lost_range, removed, span
 from ._readopts import ReadOptions, missing_stream
 
@@ -71,10 +72,14 @@ class RangeReader:
     """Reads the messages of one sequence range, an Arrow batch at a time (see the
     module)."""
 
-    def __init__(self, opts: ReadOptions, first: int, end: int) -> None:
+    def __init__(self, opts: ReadOptions, first: int, end: int, report: str | None = None) -> None:
         self.opts = opts
         self.first = first
         self.end = end
+        #: where the driver hears of the gaps this read skips (``_losses``)
+        self.report = report
+        #: the gaps skipped (``fail_on_data_loss=false``), reported to the driver
+        self.losses: list[Loss] = []
         #: the lowest sequence not read yet
         self.next_seq = first
         #: rows handed over so far
@@ -171,25 +176,32 @@ class RangeReader:
         low = max(self.next_seq, self._lost_to)
         if first_seq > low:
             upto = min(first_seq, self.end)
-            lost_range(self.opts.stream, removed(low, upto - 1), self.opts.limits.fail_on_data_loss)
-            self.lost += upto - low
-            self._lost_to = upto
+            self._skip(low, upto, removed(low, upto - 1))
         return first_seq < self.end
+
+    def _skip(self, low: int, upto: int, why: str) -> None:
+        """Sequences ``[low, upto)`` are gone: raise ``SparkDataLossError``, or (with
+        ``fail_on_data_loss=false``) log and count them, for the driver too."""
+        lost_range(self.opts.stream, why, self.opts.limits.fail_on_data_loss)
+        self.losses.append(Loss(self.opts.stream, low, upto - 1, why))
+        self.lost += upto - low
+        self._lost_to = upto
 
     def _stream_gone(self, how: str) -> None:
         """The stream was deleted (and maybe made again) while the range was being read:
         the rest of the range is lost."""
         low = max(self.next_seq, self._lost_to)
         if low < self.end:
-            lost_range(
-                self.opts.stream,
-                f"{span(low, self.end - 1)} were lost: the stream {how} before this "
-                "query read them",
-                self.opts.limits.fail_on_data_loss,
-            )
-            self.lost += self.end - low
-            self._lost_to = self.end
+            lost = span(low, self.end - 1)
+            why = f"{lost} were lost: the stream {how} before this query read them"
+            self._skip(low, self.end, why)
         self.done = True
+
+    async def report_losses(self) -> None:
+        """Tell the driver what this read skipped (when it listens: a streaming query)."""
+        if self.report is not None and self.losses:
+            await report_losses(self.opts.conn, self.report, self.losses, self.opts.read_timeout)
+            self.losses = []
 
     async def rest_is_gone(self) -> bool:
         """True when the stream's state proves that no message of the range is left to
@@ -371,13 +383,16 @@ class RangeReader:
             await nc.close()
 
 
-def read_batches(opts: ReadOptions, first: int, end: int) -> Generator[pa.RecordBatch, None, None]:
+def read_batches(
+    opts: ReadOptions, first: int, end: int, report: str | None = None
+) -> Generator[pa.RecordBatch, None, None]:
     """Yield the messages of ``[first, end)`` as Arrow batches, inside a Spark task.
 
     The range is read on an event loop of its own in a thread beside the task's, a few
     batches ahead (``_AHEAD``): while Spark sends one batch on to its JVM, the next is
     read off the socket and built, instead of the connection standing still between
-    batches. Memory stays within those few batches."""
+    batches. Memory stays within those few batches. ``report``: where the driver hears
+    of gaps skipped (see ``_losses``)."""
     ahead: queue.Queue[pa.RecordBatch | BaseException | None] = queue.Queue(_AHEAD)
     stop = threading.Event()
 
@@ -392,8 +407,9 @@ def read_batches(opts: ReadOptions, first: int, end: int) -> Generator[pa.Record
 
     def work() -> None:
         loop = asyncio.new_event_loop()
-        reader = RangeReader(opts, first, end)
+        reader: RangeReader | None = None
         try:
+            reader = RangeReader(opts, first, end, report)
             loop.run_until_complete(reader.open())
             while not stop.is_set():
                 batch = loop.run_until_complete(reader.chunk())
@@ -403,12 +419,14 @@ def read_batches(opts: ReadOptions, first: int, end: int) -> Generator[pa.Record
                     return
                 if reader.done:
                     break
+            loop.run_until_complete(reader.report_losses())
             put(None)
         except BaseException as exc:
             put(exc)
         finally:
             try:
-                loop.run_until_complete(reader.close())
+                if reader is not None:
+                    loop.run_until_complete(reader.close())
             finally:
                 loop.close()
 
@@ -416,7 +434,14 @@ def read_batches(opts: ReadOptions, first: int, end: int) -> Generator[pa.Record
     thread.start()
     try:
         while True:
-            item = ahead.get()
+            try:
+                item = ahead.get(timeout=1.0)
+            except queue.Empty:
+                if thread.is_alive():
+                    continue
+                raise JetStreamError(
+                    f"stream {opts.stream!r}: the read of [{first}, {end}) ended without a word"
+                ) from None
             if item is None:
                 return
             if isinstance(item, BaseException):

@@ -67,6 +67,7 @@ from ..api import DeliverPolicy
 from ..errors import TimeoutError as NatsTimeoutError
 from ._columns import ARROW_SCHEMA
 from ._common import patiently, run_sync
+from ._losses import LossLedger
 from ._plan import bytes_end, plan
 from ._range import read_batches
 from ._readopts import ReadOptions, open_stream
@@ -92,15 +93,18 @@ _INACTIVE = 30.0
 
 
 class SeqRange(InputPartition):
-    """The stream sequences ``[first, end)`` one Spark partition reads."""
+    """The stream sequences ``[first, end)`` one Spark partition reads; ``report``:
+    where the driver hears of gaps the read skips (a streaming query's, see
+    ``_losses``)."""
 
-    def __init__(self, first: int, end: int) -> None:
+    def __init__(self, first: int, end: int, report: str | None = None) -> None:
         super().__init__((first, end))
         self.first = first
         self.end = end
+        self.report = report
 
 
-def _split(first: int, end: int, parts: int) -> list[SeqRange]:
+def _split(first: int, end: int, parts: int, report: str | None = None) -> list[SeqRange]:
     span = end - first
     if span <= 0:
         return []
@@ -110,7 +114,7 @@ def _split(first: int, end: int, parts: int) -> list[SeqRange]:
     lo = first
     for i in range(parts):
         hi = lo + step + (1 if i < extra else 0)
-        out.append(SeqRange(lo, hi))
+        out.append(SeqRange(lo, hi, report))
         lo = hi
     return out
 
@@ -180,6 +184,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # the query's first contact with the server fails at once when it cannot be
         # reached; every later one waits through faults (``_on_stream``)
         self._contacted = False
+        # where the tasks report the gaps they skip (fail_on_data_loss=false)
+        self._ledger = None if opts.limits.fail_on_data_loss else LossLedger(opts.conn)
+
+    def __getstate__(self) -> dict[str, object]:
+        # what the executors get of it: no ledger (a thread and a connection)
+        return {**self.__dict__, "_ledger": None}
 
     def _run(self, what: str, work: Callable[[Stream], Awaitable[T]]) -> T:
         out = run_sync(_on_stream(self.opts, what, work, patient=self._contacted))
@@ -208,7 +218,16 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The end of the next batch. Any limit but ``ReadAllAvailable`` means the
         source's own limits (Spark passes the default one, or all available)."""
         read_all = isinstance(limit, ReadAllAvailable)
-        return self._run("planning the next batch", lambda s: self._plan(s, start, read_all))
+        offset = self._run("planning the next batch", lambda s: self._plan(s, start, read_all))
+        ledger = self._ledger
+        if ledger is not None:
+            # what the last batch's tasks skipped goes into the query's count
+            found = ledger.take()
+            if found and offset != start:
+                offset["lost"] = offset.get("lost", 0) + found
+            elif found:
+                ledger.give_back(found)
+        return offset
 
     async def _plan(self, stream: Stream, start: dict[str, int], read_all: bool) -> dict[str, int]:
         o = self.opts
@@ -238,15 +257,20 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return None if self._latest is None else {"seq": self._latest}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[SeqRange]:
-        return _split(end.get("from", start["seq"]), end["seq"], self.opts.partitions)
+        report = self._ledger.subject if self._ledger is not None else None
+        return _split(end.get("from", start["seq"]), end["seq"], self.opts.partitions, report)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SeqRange)
-        return read_batches(self.opts, partition.first, partition.end)
+        return read_batches(self.opts, partition.first, partition.end, partition.report)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: the stream keeps its messages; offsets live in the
         query's checkpoint."""
+
+    def stop(self) -> None:
+        if self._ledger is not None:
+            self._ledger.stop()
 
 
 class BatchReader(DataSourceReader):

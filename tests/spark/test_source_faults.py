@@ -214,3 +214,43 @@ def test_the_first_contact_with_a_wrong_address_fails_at_once() -> None:
     with pytest.raises(SparkConfigError, match="cannot connect to NATS"):
         planner.initialOffset()
     assert time.monotonic() - began < 60  # not read_timeout
+
+
+def test_gaps_a_task_skips_are_counted_in_the_next_offset(
+    server: NatsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With fail_on_data_loss=false, the head of a range removed between the planning and
+    the task's read: the task skips it and tells the driver, and the next batch's offset
+    counts it in ``lost`` (once, though the task ran twice), with a warning logged where
+    the query is planned."""
+    import pickle
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    url = server.url
+    file_stream(url, "GAP", 80)
+    planner = StreamReader(opts(url, "GAP", fail_on_data_loss="false"))
+    try:
+        assert planner.initialOffset() == {"seq": 1}
+        first = planner.latestOffset({"seq": 1}, ReadAllAvailable())
+        assert first == {"seq": 81}
+        (part,) = planner.partitions({"seq": 1}, first)
+        _change(url, "GAP", lambda s: s.purge(seq=31))
+        executor = pickle.loads(pickle.dumps(planner))  # as Spark ships it to a task
+        with caplog.at_level("WARNING", logger="jetstream.spark"):
+            for _ in range(2):  # the task, and the same task run again
+                seqs = [s for b in executor.read(part) for s in b.column("sequence").to_pylist()]
+                assert seqs == list(range(31, 81))
+        publish(url, "GAP.x", [b"more"] * 10)
+        assert planner.latestOffset(first, ReadAllAvailable()) == {"seq": 91, "lost": 30}
+        assert planner.latestOffset({"seq": 91, "lost": 30}, ReadAllAvailable()) == {
+            "seq": 91,
+            "lost": 30,
+        }
+    finally:
+        planner.stop()
+    found = [r.getMessage() for r in caplog.records if "skipped by a task" in r.getMessage()]
+    assert found == [
+        "stream 'GAP': sequences 1-30 were removed (limits or a purge) before this query read "
+        "them; skipped by a task (fail_on_data_loss=false)"
+    ]
