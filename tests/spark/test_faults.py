@@ -1,0 +1,44 @@
+"""The Spark fault matrix (``tests/spark/faults.py``): each path of the adapter (batch
+read, streaming read, foreachBatch sink, writer, KeyValue sink) against each fault (a
+server paused past the timeout, killed and restarted, a stream leader killed, a 12 s
+blackhole, Spark's Python workers killed, the driver killed), the fault landing inside the
+work. Each cell: the output is exact, or the job failed loudly and its re-run made it
+exact.
+
+``make test`` runs one cell per path, the faults spread over them (``CELLS_QUICK``, about
+three minutes); ``make spark-faults`` runs the whole matrix (``SPARK_FAULTS=all``, with
+the Spark Connect cells of the paths whose driver side runs in the Connect server).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.spark.faults import N_WRITE, cells, run_cell
+
+CELLS = [
+    pytest.param(
+        path,
+        fault,
+        kind,
+        id=f"{path}|{fault}" + ("|connect" if kind == "connect" else ""),
+        marks=[pytest.mark.slow],
+    )
+    for path, fault, kind in cells(os.environ.get("SPARK_FAULTS", "quick"))
+]
+
+
+@pytest.mark.parametrize(("path", "fault", "spark"), CELLS, indirect=["spark"])
+def test_cell(path: str, fault: str, spark: Any, tmp_path: Path) -> None:
+    from jetstream.spark._common import is_connect
+
+    kind = "connect" if is_connect(spark) else "classic"
+    cell = run_cell(path, fault, kind, spark, tmp_path / "cell")
+    print(f"{cell.name}: landed {cell.landed}; first run {cell.first_run}; {cell.seconds:.0f}s")
+    assert cell.landed and not cell.landed.startswith("never"), cell.landed
+    assert not cell.landed.startswith(f"{N_WRITE} of"), f"the fault came after: {cell.landed}"
+    assert cell.problems == [], f"{cell.name} (first run {cell.first_run}): {cell.problems}"
