@@ -261,6 +261,12 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        in_loop = False
+    else:
+        in_loop = True
+    if not in_loop:
+        # outside the except: an error of coro must not come "while handling" the
+        # RuntimeError that said no loop runs here
         return asyncio.run(coro)
     box: dict[str, Any] = {}
 
