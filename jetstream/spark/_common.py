@@ -5,9 +5,11 @@ Spark's synchronous callbacks, and the adapter's errors."""
 from __future__ import annotations
 
 import asyncio
+import difflib
+import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,7 +37,9 @@ __all__ = [
     "SparkDataLossError",
     "SparkReadTimeoutError",
     "SparkWriteError",
+    "argument_names",
     "connect_spec_from_options",
+    "did_you_mean",
     "is_connect",
     "lower_keys",
     "number_option",
@@ -147,14 +151,22 @@ class ConnectSpec:
         api_prefix: str | None = None,
         domain: str | None = None,
         timeout: float = 10.0,
+        own_arguments: Collection[str] = (),
         **options: Any,
     ) -> ConnectSpec:
-        unknown = sorted(set(options) - _PICKLABLE)
-        if unknown:
-            raise SparkConfigError(
-                f"connect options {unknown} cannot be shipped to Spark executors; "
-                f"allowed: {sorted(_PICKLABLE)}"
-            )
+        """The spec of ``servers`` and the connect ``options`` (those of
+        ``jetstream.connect`` that can be pickled).
+
+        ``own_arguments``: the names of the caller's own arguments, when it passes its
+        leftover keyword arguments here as ``options`` (``foreach_batch_sink``,
+        ``kv_sink``): a name that is neither one of them nor a connect option is refused
+        as an unknown argument, with the closest of them all.
+
+        Raises:
+            SparkConfigError: an unknown name; a connect option that cannot be shipped
+                to executors (a callback, an ``SSLContext``); no server.
+        """
+        _check_connect_options(options, own_arguments)
         if isinstance(servers, str):
             servers = [s.strip() for s in servers.split(",") if s.strip()]
         if not servers:
@@ -189,6 +201,59 @@ class ConnectSpec:
         return nc.jetstream(
             domain=self.domain, api_prefix=self.api_prefix, timeout=self.timeout, **kw
         )
+
+
+def did_you_mean(name: str, known: Collection[str]) -> str:
+    """`` (did you mean <the closest of known>?)`` for an unknown ``name``, or ``""``
+    when none is close."""
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _connect_arguments() -> frozenset[str]:
+    """The keyword arguments of ``jetstream.connect`` and of ``ConnectSpec.make``."""
+    from jetstream import connect
+
+    names = set(inspect.signature(connect).parameters) - {"servers"}
+    names |= set(inspect.signature(ConnectSpec.make).parameters) - {"servers", "options"}
+    return frozenset(names - {"own_arguments"})
+
+
+def argument_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The names of ``fn``'s own arguments (not its ``*args`` nor ``**kwargs``): what a
+    function passing its leftover keyword arguments to ``ConnectSpec.make`` gives as
+    ``own_arguments``."""
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return tuple(
+        p.name for p in inspect.signature(fn).parameters.values() if p.kind not in variadic
+    )
+
+
+def _check_connect_options(options: Mapping[str, Any], own: Collection[str]) -> None:
+    """Refuse a connect option that is no argument at all (unknown: named with the closest
+    known one), then one that cannot cross a pickle to the executors."""
+    if set(options) <= _PICKLABLE:
+        return
+    connect_args = _connect_arguments()
+    unknown = sorted(set(options) - connect_args)
+    if unknown:
+        known = connect_args | set(own)
+        raise SparkConfigError(
+            "; ".join(
+                f"unknown argument {n!r}"
+                + (
+                    did_you_mean(n, known)
+                    or " (neither an argument here nor an option of jetstream.connect)"
+                )
+                for n in unknown
+            )
+        )
+    raise SparkConfigError(
+        f"connect options {sorted(set(options) - _PICKLABLE)} cannot be given here: Spark "
+        f"ships the connect options to its executors, and callbacks, SSL contexts and "
+        f"tracers cannot be pickled (TLS is given as files: tls_ca, tls_cert, tls_key); "
+        f"those that can: {sorted(_PICKLABLE)}"
+    )
 
 
 def lower_keys(options: Mapping[str, str]) -> dict[str, str]:

@@ -2,7 +2,12 @@
 ``spark.readStream``, see ``_source``) and writes one (``df.write`` and
 ``df.writeStream``, see ``_writer``). ``register(spark)`` makes it known to a session,
 classic or Spark Connect, with the ``jetstream-kv`` format (writes to a KeyValue bucket,
-see ``_kvwriter``)."""
+see ``_kvwriter``).
+
+The options are checked (``_options``) when Spark asks for the schema, which a classic
+session does at ``.load()``, and again when it asks for a reader or a writer (at the
+first action, ``.save()`` or ``.start()``).
+"""
 
 from __future__ import annotations
 
@@ -37,6 +42,9 @@ class JetStreamDataSource(DataSource):
         return "jetstream"
 
     def schema(self) -> str:
+        # asked only by reads (at .load() in a classic session): their options are
+        # checked here first
+        ReadOptions.parse(self.options)
         return SCHEMA
 
     def reader(self, schema: Any) -> DataSourceReader:

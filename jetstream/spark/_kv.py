@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BadBucketError, BadNameError, BucketNotFoundError, NatsError
 from ..kv import validate_bucket, validate_key
-from ._common import ConnectSpec, SparkConfigError, SparkWriteError, run_sync
+from ._common import ConnectSpec, SparkConfigError, SparkWriteError, argument_names, run_sync
 from ._publish import is_payload_type
 
 if TYPE_CHECKING:
@@ -485,7 +485,7 @@ def kv_sink(
             Spark's retry or a restart from the checkpoint writes them again).
     """
     target = new_kv_target(
-        ConnectSpec.make(servers, **connect_options),
+        ConnectSpec.make(servers, own_arguments=argument_names(kv_sink), **connect_options),
         bucket=bucket,
         key_col=key_col,
         value_col=value_col,

@@ -21,8 +21,10 @@ Options (strings; Spark lowercases their names):
     value_col    the binary or string column of the values (default "value")
     max_pending  puts in flight at once per task (default 4000)
     retries      attempts for a write the bucket did not confirm (default 5)
-    user, password, token, creds, connect_timeout, tls_ca, tls_cert, tls_key,
+    user, password, token, creds, name, connect_timeout, tls_ca, tls_cert, tls_key,
     api_prefix, domain, timeout
+
+Any other option is refused (``_options.KV_WRITE_OPTIONS``), Spark's own apart.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from ._kv import (
     new_kv_target,
     put_partition,
 )
+from ._options import KV_WRITE_OPTIONS, check_options
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,7 +77,10 @@ class KvWriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> KvWriteOptions:
+        """The checked options; an unknown one (or one missing, or a bad value) is a
+        ``SparkConfigError`` naming it."""
         o = lower_keys(options)
+        check_options(o, KV_WRITE_OPTIONS, "the jetstream-kv writer")
         conn = connect_spec_from_options(o, "kv writer")
         if not o.get("bucket"):
             raise SparkConfigError(

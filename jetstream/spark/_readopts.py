@@ -19,6 +19,7 @@ from ._common import (
     lower_keys,
     number_option,
 )
+from ._options import READ_OPTIONS, check_options
 from ._plan import Limits, duration_option
 
 if TYPE_CHECKING:
@@ -44,7 +45,10 @@ class ReadOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        """The checked options; an unknown one (or one missing, or a bad value) is a
+        ``SparkConfigError`` naming it."""
         o = lower_keys(options)
+        check_options(o, READ_OPTIONS, "the jetstream source")
         conn = connect_spec_from_options(o, "source")
         stream = o.get("stream")
         if not stream:

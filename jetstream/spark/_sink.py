@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._common import ConnectSpec, SparkConfigError, is_connect, run_sync
+from ._common import ConnectSpec, SparkConfigError, argument_names, is_connect, run_sync
 from ._publish import (
     PartitionResult,
     Target,
@@ -310,7 +310,9 @@ def make_target(
 ) -> Target:
     """The checked ``Target`` of the sink's options."""
     return new_target(
-        ConnectSpec.make(servers, **connect_options),
+        ConnectSpec.make(
+            servers, own_arguments=argument_names(foreach_batch_sink), **connect_options
+        ),
         subject=subject,
         subject_col=subject_col,
         value_col=value_col,

@@ -28,8 +28,11 @@ Options (strings; Spark lowercases their names):
     job_id               the name of a batch write (df.write) without key_col
     report_subject       where commit and abort publish their record (a stream must
                          store it)
-    user, password, token, creds, connect_timeout, tls_ca, tls_cert, tls_key,
+    traceparent, tracestate  a W3C trace context put on every row
+    user, password, token, creds, name, connect_timeout, tls_ca, tls_cert, tls_key,
     api_prefix, domain, timeout
+
+Any other option is refused (``_options.WRITE_OPTIONS``), Spark's own apart.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from ._common import (
     number_option,
     run_sync,
 )
+from ._options import WRITE_OPTIONS, check_options
 from ._publish import Target, check_columns, check_stream, new_target, write_batches
 
 if TYPE_CHECKING:
@@ -81,7 +85,10 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        """The checked options; an unknown one (or one missing, or a bad value) is a
+        ``SparkConfigError`` naming it."""
         o = lower_keys(options)
+        check_options(o, WRITE_OPTIONS, "the jetstream writer")
         conn = connect_spec_from_options(o, "writer")
         value_col = o.get("value_col", "value")
         window = o.get("min_duplicate_window", "60")
