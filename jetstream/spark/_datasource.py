@@ -11,7 +11,8 @@ first action, ``.save()`` or ``.start()``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -19,7 +20,9 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    InputPartition,
 )
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 from ._kvwriter import JetStreamKVDataSource
 from ._readopts import ReadOptions
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["JetStreamDataSource", "register"]
+__all__ = ["JetStreamDataSource", "RefusedStreamReader", "register"]
 
 
 class JetStreamDataSource(DataSource):
@@ -51,13 +54,54 @@ class JetStreamDataSource(DataSource):
         return BatchReader(ReadOptions.parse(self.options))
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return StreamReader(ReadOptions.parse(self.options))
+        try:
+            return StreamReader(ReadOptions.parse(self.options))
+        except Exception as exc:
+            return RefusedStreamReader(exc)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return BatchWriter(WriteOptions.parse(self.options), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return StreamWriter(WriteOptions.parse(self.options), schema)
+
+
+class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """What ``streamReader`` returns when it cannot make a reader: it raises the error at
+    the first call. PySpark's streaming source process stops the reader it made in a
+    ``finally``, so an error raised by ``streamReader`` itself reaches the user as the
+    context of PySpark's own ``UnboundLocalError`` (no reader to stop): raised from the
+    reader's first call instead, it is the only error reported."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def _raise(self) -> NoReturn:
+        raise self.error
+
+    def initialOffset(self) -> dict[str, int]:
+        self._raise()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._raise()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        self._raise()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        self._raise()
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        self._raise()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        self._raise()
+
+    def commit(self, end: dict[str, int]) -> None:
+        self._raise()
+
+    def stop(self) -> None:
+        """Nothing was opened."""
 
 
 def register(spark: SparkSession) -> None:

@@ -5,26 +5,33 @@ Each format (the ``jetstream`` source and writer, the ``jetstream-kv`` writer) c
 options against its table (``jetstream/spark/_options.py``) before anything is read or
 sent: a misspelt option names the closest known one, one of Kafka's names ours. The
 sinks tell an unknown keyword argument from a connect option that cannot be shipped to
-executors. Errors raised through ``run_sync`` carry no stray context.
+executors. Errors raised through ``run_sync`` carry no stray context, and a stream reader
+that cannot be made fails at its first call rather than under PySpark's own
+``UnboundLocalError``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import pickle
 import re
 import ssl
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from jetstream.spark import SparkConfigError, foreach_batch_sink, kv_sink, write_dataframe
+from jetstream.embedded import NatsServer
+from jetstream.spark import SCHEMA, SparkConfigError, foreach_batch_sink, kv_sink, write_dataframe
 from jetstream.spark._common import run_sync
+from jetstream.spark._datasource import RefusedStreamReader
 from jetstream.spark._kvwriter import KvWriteOptions
 from jetstream.spark._options import KV_WRITE_OPTIONS, READ_OPTIONS, WRITE_OPTIONS
 from jetstream.spark._readopts import ReadOptions
 from jetstream.spark._writer import WriteOptions
+from tests.spark.helpers import make_stream, stream_state
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "nats://127.0.0.1:1"  # parse never connects
@@ -230,3 +237,135 @@ def test_a_run_sync_error_from_a_running_loop_carries_no_context() -> None:
     with pytest.raises(SparkConfigError) as info:
         asyncio.run(inside())
     _no_context(info.value)
+
+
+def test_a_refused_stream_reader_raises_at_its_first_call() -> None:
+    error = SparkConfigError("unknown option of the jetstream source: 'x'")
+    reader = pickle.loads(pickle.dumps(RefusedStreamReader(error)))  # Spark ships it
+    calls: list[Callable[[], object]] = [
+        reader.initialOffset,
+        reader.prepareForTriggerAvailableNow,
+        reader.getDefaultReadLimit,
+        lambda: reader.latestOffset({"seq": 1}, None),
+        lambda: reader.partitions({"seq": 1}, {"seq": 2}),
+    ]
+    for call in calls:
+        with pytest.raises(SparkConfigError, match="unknown option of the jetstream source"):
+            call()
+    reader.stop()  # what PySpark calls in its finally: nothing to raise
+
+
+# --------------------------------------------------------------------------- in Spark
+
+
+def _python_error(exc: BaseException) -> list[str]:
+    """The lines of the Python error Spark carries in ``exc``'s message: from Spark's
+    heading of the step that failed down to the traceback's last line, without what
+    Spark adds after it (`` SQLSTATE: ...``, a streaming query's state, the JVM's stack
+    trace in Spark Connect)."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if "SQLSTATE:" in line and not line.lstrip().startswith("jetstream"):
+            return lines[:i]
+        if line.startswith(("JVM stacktrace:", "=== Streaming Query ===")):
+            return lines[:i]
+    return lines
+
+
+def _only(exc: BaseException, cause: str) -> None:
+    """``exc`` reports ``cause`` as the one error and as the traceback's last line."""
+    text = str(exc)
+    for stray in ("UnboundLocalError", "no running event loop", "During handling", "direct cause"):
+        assert stray not in text, text
+    lines = _python_error(exc)
+    assert re.search(r"SparkConfigError: " + re.escape(cause), lines[-1]), text
+
+
+def test_unknown_options_stop_each_format_at_its_start(
+    spark: Any, module_nats_server: NatsServer, tmp_path: Path
+) -> None:
+    url = module_nats_server.url
+    make_stream(url, "OPTS", ["opts.>"])
+
+    def read(**options: str) -> Any:
+        r = spark.read.format("jetstream").option("servers", url).option("stream", "OPTS")
+        return r.options(**options)
+
+    with pytest.raises(Exception) as info:
+        read(max_row_per_batch="100").load().collect()
+    _only(info.value, "unknown option of the jetstream source: 'max_row_per_batch' (did you")
+    with pytest.raises(Exception) as info:
+        read(end_sq="10").load().count()
+    _only(info.value, "unknown option of the jetstream source: 'end_sq' (did you mean end_seq?)")
+
+    def run(query: Any) -> None:
+        try:
+            query.awaitTermination(120)
+        finally:
+            query.stop()
+
+    # a streaming read, with Spark asking for the schema and with the schema given
+    for given in (None, SCHEMA):
+        r = spark.readStream.format("jetstream")
+        if given is not None:
+            r = r.schema(given)
+        with pytest.raises(Exception) as info:
+            r = r.option("servers", url).option("stream", "OPTS").option("maxOffsetsPerTrigger", 5)
+            df = r.load()
+            ckpt = tmp_path / f"ckpt-{given is None}"
+            run(df.writeStream.format("noop").option("checkpointLocation", str(ckpt)).start())
+        _only(
+            info.value,
+            "unknown option of the jetstream source: 'maxoffsetspertrigger' (Kafka's "
+            "maxOffsetsPerTrigger; here: max_rows_per_batch)",
+        )
+    df = spark.range(3).selectExpr("cast(id as string) as id", "cast(id as string) as value")
+    w = df.write.format("jetstream").mode("append").option("servers", url)
+    with pytest.raises(Exception) as info:
+        w.option("subject", "opts.a").option("key_column", "id").save()
+    _only(info.value, "unknown option of the jetstream writer: 'key_column' (did you mean key_col")
+    stream = spark.readStream.format("rate").load().selectExpr("cast(value as string) as value")
+    with pytest.raises(Exception) as info:
+        run(
+            stream.writeStream.format("jetstream")
+            .option("servers", url)
+            .option("subject", "opts.a")
+            .option("topic", "opts.a")
+            .option("checkpointLocation", str(tmp_path / "wckpt"))
+            .start()
+        )
+    _only(info.value, "unknown option of the jetstream writer: 'topic' (Kafka's topic; here: sub")
+    kv = df.selectExpr("id as key", "value").write.format("jetstream-kv").mode("append")
+    with pytest.raises(Exception) as info:
+        kv.option("servers", url).option("bucket", "b").option(
+            "kafka.bootstrap.servers", "x"
+        ).save()
+    _only(
+        info.value,
+        "unknown option of the jetstream-kv writer: 'kafka.bootstrap.servers' (Kafka's "
+        "kafka.bootstrap.servers; here: servers)",
+    )
+    assert stream_state(url, "OPTS") == (0, 0)  # nothing was written
+
+
+def test_what_spark_prints_for_a_missing_stream(spark: Any, module_nats_server: NatsServer) -> None:
+    """The Python error Spark reports is ours alone, and its last line names the cause.
+
+    What remains is Spark's: its first line is Spark's heading of the step that failed,
+    ending in ``Traceback (most recent call last):`` (PySpark formats a data source's
+    error as its traceback, simplified, which drops any exception chained before it); and
+    after the traceback Spark adds `` SQLSTATE: 38000`` (and, in Spark Connect, the JVM's
+    stack trace)."""
+    url = module_nats_server.url
+    with pytest.raises(Exception) as info:
+        spark.read.format("jetstream").option("servers", url).option(
+            "stream", "NOPE"
+        ).load().collect()
+    cause = f"stream='NOPE': stream 'NOPE' does not exist on {url}"
+    _only(info.value, cause)
+    lines = _python_error(info.value)
+    assert lines[0] == (
+        "[PYTHON_DATA_SOURCE_ERROR] Failed to generate Python data source read partitions: "
+        "Traceback (most recent call last):"
+    )
+    assert sum(cause in line for line in lines) == 1
