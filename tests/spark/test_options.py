@@ -304,8 +304,13 @@ def test_unknown_options_stop_each_format_at_its_start(
         finally:
             query.stop()
 
-    # a streaming read, with Spark asking for the schema and with the schema given
-    for given in (None, SCHEMA):
+    # a streaming read, with Spark asking for the schema (refused there) and with the
+    # schema given (refused by the stream reader's first call, not by streamReader)
+    headings = {
+        None: "Failed to create Python data source instance",
+        SCHEMA: "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming",
+    }
+    for given, heading in headings.items():
         r = spark.readStream.format("jetstream")
         if given is not None:
             r = r.schema(given)
@@ -319,6 +324,7 @@ def test_unknown_options_stop_each_format_at_its_start(
             "unknown option of the jetstream source: 'maxoffsetspertrigger' (Kafka's "
             "maxOffsetsPerTrigger; here: max_rows_per_batch)",
         )
+        assert heading in _python_error(info.value)[0]
     df = spark.range(3).selectExpr("cast(id as string) as id", "cast(id as string) as value")
     w = df.write.format("jetstream").mode("append").option("servers", url)
     with pytest.raises(Exception) as info:
