@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo spark-demo test test-native lint types unit bench bench-python bench-native chart soak faults faults-report clean
+.PHONY: demo spark-demo spark-faults test test-native lint types unit bench bench-python bench-native chart soak faults faults-report clean
 
 # The benchmarks run the peers that need Python 3.13 (natsio, nats-core) beside ours and
 # nats-py in one venv, .venv-bench, built with the first Python >= 3.13 found (python3.14,
@@ -99,6 +99,11 @@ chart: $(STAMP) $(if $(BENCH_PYTHON),$(BSTAMP))
 # Not part of `make test`: ten minutes of cuts and blackholes, then leak checks.
 soak: $(STAMP)
 	$(BIN)/python -m tests.faults.soak --seconds 600
+
+# The Spark fault matrix whole: every path of the Spark adapter against every fault, and the
+# Spark Connect cells (about half an hour; `make test` runs one cell per path).
+spark-faults: $(STAMP)
+	SPARK_FAULTS=all $(BIN)/python -m pytest -q -s tests/spark/test_faults.py
 
 # The fault tests alone (part of `make test` too), the recovery matrix among them.
 faults: $(STAMP)

@@ -33,7 +33,10 @@ Options (Spark lowercases option names, so they are written in snake_case):
     partitions           ranges per batch, read side by side (default 1: one reader, as a
                          stream is one ordered log, like a Kafka topic partition; more
                          split a large read over executors with cores to spare)
-    user, password, token, creds, connect_timeout, tls_ca, tls_cert, tls_key,
+    read_timeout         how long a task's read and the driver's planning wait through a
+                         server that does not answer (paused, restarting, electing a
+                         leader, out of reach) before they fail (default 5m; see ``_range``)
+    user, password, token, creds, name, connect_timeout, tls_ca, tls_cert, tls_key,
     api_prefix, domain, timeout
 
 Rows: ``subject`` (string), ``data`` (binary), ``headers`` (map of string to string; a
@@ -117,6 +120,15 @@ def _split(first: int, end: int, parts: int, report: str | None = None) -> list[
         out.append(SeqRange(lo, hi, report))
         lo = hi
     return out
+
+
+def _read(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """A task's read of its partition. When a batch plans no range at all (an empty
+    stream or range), Spark still runs one task, with a partition of its own: it reads
+    nothing."""
+    if not isinstance(partition, SeqRange):
+        return iter(())
+    return read_batches(opts, partition.first, partition.end, partition.report)
 
 
 async def _on_stream(
@@ -261,8 +273,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _split(end.get("from", start["seq"]), end["seq"], self.opts.partitions, report)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SeqRange)
-        return read_batches(self.opts, partition.first, partition.end, partition.report)
+        return _read(self.opts, partition)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: the stream keeps its messages; offsets live in the
@@ -286,5 +297,4 @@ class BatchReader(DataSourceReader):
         return _split(start, end, self.opts.partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SeqRange)
-        return read_batches(self.opts, partition.first, partition.end)
+        return _read(self.opts, partition)

@@ -85,6 +85,11 @@ def test_batch_read_with_filters_headers_and_bounds(
     assert sorted(r.sequence for r in window) == list(range(11, 21))
     since = base().option("start_time", "2000-01-01T00:00:00").load().collect()
     assert len(since) == 40
+    # a range with nothing in it: Spark reads once with a partition of its own
+    assert base().option("start_seq", "41").load().count() == 0
+    make_stream(url, "SRCB_EMPTY", ["srcb_empty.*"])
+    empty = spark.read.format("jetstream").option("servers", url).option("stream", "SRCB_EMPTY")
+    assert empty.load().count() == 0
     # the readers deleted their consumers when they finished
     assert consumer_count(url, "SRCB") == 0
 
