@@ -404,6 +404,8 @@ class Publishing:
         self,
         rows: Sequence[tuple[str, bytes | bytearray | memoryview, bytes | None, Any]],
         tracker: AckTracker,
+        *,
+        timeout: float | None = None,
     ) -> None:
         """Publish many messages through the ``publish_async`` window with no future of
         their own: a bulk writer's path (the Spark sink's).
@@ -411,11 +413,12 @@ class Publishing:
         Each row is ``(subject, data, header block or None, anything)``, the header block
         already encoded (``protocol.headers.encode_headers``); ``tracker.acked(ack)`` or
         ``tracker.failed(row, exc)`` hears of each, from the read path. Returns once every
-        row is written, waiting for room in the window as a ``publish_async`` does; then
+        row is written, waiting for room in the window as a ``publish_async`` does (for
+        at most ``timeout`` seconds at a time; default: the context's timeout); then
         ``publish_async_complete`` waits for the acks.
 
         Raises:
-            PublishWindowFullError: no room came within the context's timeout.
+            PublishWindowFullError: no room came within ``timeout``.
             BadSubjectError, MaxPayloadError: a row refused before it is sent (the rows
                 before it are sent and tracked).
         """
@@ -425,7 +428,7 @@ class Publishing:
             sent = pub.try_publish_rows(rows, sent, tracker)
             if sent == len(rows):
                 return
-            await pub._wait_room(pub.timeout)
+            await pub._wait_room(pub.timeout if timeout is None else timeout)
             await self._nc._wait_writable()
 
     def publish_async_abandon(self, reason: str) -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "CONNECT_OPTIONS",
     "ConnectSpec",
     "READ_TIMEOUT",
+    "WRITE_TIMEOUT",
     "SparkConfigError",
     "SparkDataLossError",
     "SparkReadTimeoutError",
@@ -55,6 +56,9 @@ log = logging.getLogger("jetstream.spark")
 #: how long the source waits through a server that does not answer (paused, restarting,
 #: electing a leader, out of reach) before it fails loudly: option ``read_timeout``
 READ_TIMEOUT = 300.0
+#: how long the sink and the writer wait through the same, for a row to be confirmed:
+#: option ``write_timeout``
+WRITE_TIMEOUT = 300.0
 
 # Connect options that can cross a pickle (callbacks and SSL contexts cannot).
 _PICKLABLE = {
@@ -395,5 +399,5 @@ async def patiently(what: str, timeout: float, attempt: Callable[[], Awaitable[T
                     f"read_timeout); last failure: {exc or type(exc).__name__}"
                 ) from exc
             if tries == 1:
-                log.warning("%s: %s; waiting up to %gs", what, exc or type(exc).__name__, left)
+                log.warning("%s: %s; waiting up to %.0fs", what, exc or type(exc).__name__, left)
             await asyncio.sleep(min(retry_delay(tries, cap=2.0), left))

@@ -42,6 +42,7 @@ WRITE_OPTIONS = (
     "headers_cols",
     "max_pending",
     "retries",
+    "write_timeout",
     "min_duplicate_window",
     "job_id",
     "report_subject",

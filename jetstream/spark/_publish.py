@@ -10,6 +10,7 @@ same id, and a partition that still cannot confirm all its rows fails its task.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import msgspec
 from ..errors import BadHeaderError, NatsError, StreamNotFoundError
 from ..protocol.headers import NATS_MSG_ID, Headers, encode_headers, parse_headers
 from ..protocol.subjects import subject_matches
-from ._common import ConnectSpec, SparkConfigError, SparkWriteError
+from ._common import WRITE_TIMEOUT, ConnectSpec, SparkConfigError, SparkWriteError, patiently
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,11 +55,16 @@ class Target:
     key_col: str | None
     stream: str | None
     max_pending: int
-    retries: int
+    #: at most this many more attempts for a row whose publish failed (None: as many as
+    #: ``write_timeout`` allows)
+    retries: int | None
     min_duplicate_window: float
     #: W3C trace context headers (``traceparent``, ``tracestate``) put on every row, so
     #: that a consumer downstream continues the trace (a row's own header column wins)
     trace_headers: tuple[tuple[str, str], ...] = ()
+    #: how long a task waits through a server that does not answer (paused, restarting,
+    #: electing a leader, out of reach) for its rows to be confirmed, before it fails
+    write_timeout: float = WRITE_TIMEOUT
 
 
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
@@ -99,10 +105,11 @@ def new_target(
     key_col: str | None,
     stream: str | None,
     max_pending: int,
-    retries: int,
+    retries: int | None,
     min_duplicate_window: float,
     traceparent: str | None = None,
     tracestate: str | None = None,
+    write_timeout: float = WRITE_TIMEOUT,
 ) -> Target:
     """A ``Target`` of options checked on their own (before anything is connected to)."""
     if (subject is None) == (subject_col is None):
@@ -113,8 +120,10 @@ def new_target(
         )
     if max_pending < 1:
         raise SparkConfigError(f"max_pending must be at least 1, not {max_pending}")
-    if retries < 0:
+    if retries is not None and retries < 0:
         raise SparkConfigError(f"retries must be at least 0, not {retries}")
+    if write_timeout <= 0:
+        raise SparkConfigError(f"write_timeout must be above 0, not {write_timeout:g}")
     return Target(
         conn,
         subject,
@@ -127,6 +136,7 @@ def new_target(
         retries,
         min_duplicate_window,
         trace_headers(traceparent, tracestate),
+        write_timeout,
     )
 
 
@@ -276,8 +286,10 @@ class _PartitionWriter:
                     _check_id(msg_id)
                 hdr = _ID_HDR % msg_id.encode()
             append((subject, data, hdr, msg_id))
-        # the window itself, many rows a call: a row needs no future of its own
-        await self.js.publish_rows(rows, self)
+        # the window itself, many rows a call: a row needs no future of its own; room in
+        # it is waited for through faults (the acks of rows sent into a server that does
+        # not answer time out, and those rows are sent again by ``finish``)
+        await self.js.publish_rows(rows, self, timeout=self.t.write_timeout)
         self.index = start + n
 
     async def finish(self) -> None:
@@ -287,11 +299,15 @@ class _PartitionWriter:
                 await self.js.publish_async_complete(self.js.timeout * 2 + 5)
             except NatsError:
                 self.js.publish_async_abandon("no PubAck")
-        # rows whose publish failed (a cut connection, a leader election): once more each,
-        # with the same id, through the publish that retries and waits for its ack
+        # rows whose publish failed (a cut connection, a paused server, a leader
+        # election): again each, with the same id, through the publish that retries
+        # until its deadline and waits for its ack; the first waits the fault out, the
+        # task's whole wait bounded by write_timeout
         still: list[tuple[str, BaseException]] = []
         lost, self.lost = self.lost, []
         self.retried += len(lost)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.t.write_timeout
         for (subject, data, hdr, msg_id), _ in lost:
             # the row's own headers: its header block without the id (passed apart)
             own = parse_headers(hdr)[2]
@@ -299,7 +315,12 @@ class _PartitionWriter:
             headers: Headers | None = own or None
             try:
                 ack = await self.js.publish(
-                    subject, data, headers=headers, msg_id=msg_id, retry_attempts=self.t.retries
+                    subject,
+                    data,
+                    headers=headers,
+                    msg_id=msg_id,
+                    timeout=max(deadline - loop.time(), 0.05),
+                    retry_attempts=self.t.retries,
                 )
             except NatsError as err:
                 still.append((msg_id, err))
@@ -327,7 +348,12 @@ async def write_batches(
             if not batch.num_rows:
                 continue
             if writer is None:
-                nc = await target.conn.connect()
+                # a server restarting or out of reach is waited for (write_timeout)
+                nc = await patiently(
+                    f"publishing to {target.stream or target.subject!r}",
+                    target.write_timeout,
+                    lambda: target.conn.connect(max_reconnect_attempts=-1),
+                )
                 js = target.conn.jetstream(nc, publish_async_max_pending=target.max_pending)
                 patterns: Sequence[str] = ()
                 if target.subject_col is not None and target.stream is not None:

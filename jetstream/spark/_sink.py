@@ -21,7 +21,14 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._common import ConnectSpec, SparkConfigError, argument_names, is_connect, run_sync
+from ._common import (
+    WRITE_TIMEOUT,
+    ConnectSpec,
+    SparkConfigError,
+    argument_names,
+    is_connect,
+    run_sync,
+)
 from ._publish import (
     PartitionResult,
     Target,
@@ -217,7 +224,8 @@ def foreach_batch_sink(
     id_prefix: str | None = None,
     max_pending: int = 4000,
     mode: Literal["executors", "driver"] = "executors",
-    retries: int = 5,
+    retries: int | None = None,
+    write_timeout: float = WRITE_TIMEOUT,
     min_duplicate_window: float = 60.0,
     traceparent: str | None = None,
     tracestate: str | None = None,
@@ -248,7 +256,11 @@ def foreach_batch_sink(
         max_pending: publishes outstanding at once per task.
         mode: ``"executors"`` (default: each partition publishes from its task) or
             ``"driver"`` (collect the batch, publish from the driver: small batches).
-        retries: attempts for a row whose publish failed, with the same id.
+        retries: at most this many more attempts for a row whose publish failed, with
+            the same id (None: as many as ``write_timeout`` allows).
+        write_timeout: how long a task waits through a server that does not answer
+            (paused, restarting, electing a leader, out of reach) for its rows to be
+            confirmed, before it fails (seconds).
         min_duplicate_window: refuse a stream whose duplicate window is shorter (seconds):
             a batch re-run after the window has passed would be stored twice.
         traceparent: a W3C ``traceparent`` put on every row (with ``tracestate``), so
@@ -278,6 +290,7 @@ def foreach_batch_sink(
         max_pending=max_pending,
         retries=retries,
         min_duplicate_window=min_duplicate_window,
+        write_timeout=write_timeout,
         **connect_options,
     )
     if traceparent == "current":
@@ -304,8 +317,9 @@ def make_target(
     key_col: str | None,
     stream: str | None,
     max_pending: int,
-    retries: int,
+    retries: int | None,
     min_duplicate_window: float,
+    write_timeout: float = WRITE_TIMEOUT,
     **connect_options: Any,
 ) -> Target:
     """The checked ``Target`` of the sink's options."""
@@ -322,6 +336,7 @@ def make_target(
         max_pending=max_pending,
         retries=retries,
         min_duplicate_window=min_duplicate_window,
+        write_timeout=write_timeout,
     )
 
 

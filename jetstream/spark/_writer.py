@@ -23,7 +23,11 @@ Options (strings; Spark lowercases their names):
     key_col              a column unique per row: its message id
     headers_cols         columns sent as headers, comma-separated
     max_pending          publishes outstanding at once per task (default 4000)
-    retries              attempts for a row whose publish failed (default 5)
+    retries              at most this many more attempts for a row whose publish failed
+                         (default: as many as write_timeout allows)
+    write_timeout        how long a task waits through a server that does not answer
+                         (paused, restarting, electing a leader) for its rows to be
+                         confirmed, before it fails (default 5m)
     min_duplicate_window refuse a stream deduplicating over fewer seconds (default 60)
     job_id               the name of a batch write (df.write) without key_col
     report_subject       where commit and abort publish their record (a stream must
@@ -53,6 +57,7 @@ from pyspark.sql.datasource import (
 
 from ..errors import NatsError
 from ._common import (
+    WRITE_TIMEOUT,
     SparkConfigError,
     connect_spec_from_options,
     lower_keys,
@@ -60,6 +65,7 @@ from ._common import (
     run_sync,
 )
 from ._options import WRITE_OPTIONS, check_options
+from ._plan import duration_option
 from ._publish import Target, check_columns, check_stream, new_target, write_batches
 
 if TYPE_CHECKING:
@@ -98,7 +104,6 @@ class WriteOptions:
             raise SparkConfigError(
                 f"option min_duplicate_window={window!r} is not a number of seconds"
             ) from None
-        retries = number_option(o, "retries", 0)
         target = new_target(
             conn,
             subject=o.get("subject") or None,
@@ -108,10 +113,11 @@ class WriteOptions:
             key_col=o.get("key_col") or None,
             stream=o.get("stream") or None,
             max_pending=number_option(o, "max_pending", 1) or 4000,
-            retries=5 if retries is None else retries,
+            retries=number_option(o, "retries", 0),
             min_duplicate_window=min_window,
             traceparent=o.get("traceparent") or None,
             tracestate=o.get("tracestate") or None,
+            write_timeout=duration_option(o, "write_timeout", WRITE_TIMEOUT),
         )
         job_id = o.get("job_id") or None
         if job_id is not None and (any(c in job_id for c in " \t\r\n") or not job_id.isprintable()):
