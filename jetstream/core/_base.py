@@ -155,6 +155,35 @@ class _ClientBase:
     def is_reconnecting(self) -> bool:
         return self._state is _State.RECONNECTING
 
+    @property
+    def subscription_count(self) -> int:
+        """The subscriptions the client holds now: the application's and the client's
+        own inboxes (the one of ``request``, those of pulls, push consumers and the
+        ``publish_async`` window). Each is made again after a reconnect; one that ended
+        (unsubscribed, its ``max_msgs`` reached, a fetch that returned) is no longer
+        counted. nats.go's ``NumSubscriptions``."""
+        return len(self._subs)
+
+    @property
+    def pending_requests(self) -> int:
+        """The requests sent on the client's request inbox and waiting for their reply:
+        ``request`` calls, the JetStream API calls and acknowledged publishes made with
+        it, ``ack_sync`` (one for each message of an ``ack_sync_all``). A request leaves
+        this count when it is answered, times out, fails or is cancelled."""
+        mux = self._mux
+        return len(mux.waiters) if mux is not None else 0
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes published and not yet taken by the socket: the client's write buffer
+        (written at the end of the loop iteration; kept while disconnected, up to
+        ``reconnect_buf_size``) and the transport's (a server that reads slower than the
+        client writes; ``publish`` then waits). nats.go's ``Buffered``."""
+        conn = self._conn
+        transport = conn.transport if conn is not None else None
+        size = transport.get_write_buffer_size() if transport is not None else 0
+        return len(self._wbuf) + size
+
     async def _start(self) -> None:
         last: BaseException | None = None
         only_tls = True  # every server failed the TLS handshake: raise that, not NoServersError
