@@ -459,9 +459,14 @@ class _ClientBase:
         conn.write(buf)
 
     def _on_pause_writing(self, conn: _Connection) -> None:
-        pass
+        # The socket takes nothing more: every publish takes the checked path, which
+        # waits for it (the fast path looks only when a full buffer goes out, and a
+        # publisher whose loop turns between publishes never fills one).
+        self._fast_limit = -1
 
     def _on_resume_writing(self, conn: _Connection) -> None:
+        if conn is self._conn and self._state is _State.CONNECTED:
+            self._fast_limit = self._max_payload
         self._release_writers()
 
     def _release_writers(self) -> None:
@@ -475,7 +480,12 @@ class _ClientBase:
         while conn is not None and conn.write_paused and self._conn is conn:
             w = self._loop.create_future()
             self._write_waiters.append(w)
-            await w
+            try:
+                await w
+            except BaseException:  # cancelled: not kept until the socket drains
+                if w in self._write_waiters:
+                    self._write_waiters.remove(w)
+                raise
 
     def _check_open(self) -> None:
         if self._state is _State.CLOSED:

@@ -115,7 +115,8 @@ class Client(_ClientBase):
 
         Waits when the socket cannot take more (backpressure), and gives the loop one
         turn each time a full write buffer (512 KiB) goes out, so that a long burst
-        does not keep every other task of the loop waiting.
+        does not keep every other task of the loop waiting. The message is buffered
+        before the wait: a publish cancelled while it waits is still sent.
 
         Raises:
             BadSubjectError: the subject or reply subject is invalid (nothing is sent).

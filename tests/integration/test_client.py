@@ -330,6 +330,38 @@ async def test_a_long_publish_burst_gives_the_loop_a_turn_at_every_write(
         assert got == count
 
 
+async def test_publish_waits_for_a_socket_that_takes_nothing_more(
+    nats_server: NatsServer,
+) -> None:
+    """Backpressure holds for a publisher whose loop turns between publishes, so that
+    its buffer goes out at every turn and never fills up: once the socket takes
+    nothing more (the server is paused), ``publish`` waits, and what the client holds
+    stays small; it goes on once the server reads again."""
+    async with jetstream.connect(nats_server.url, ping_interval=60) as nc:
+        payload = b"x" * 60_000
+        await nc.publish("bp", payload)
+        await nc.flush()
+        sent, budget = 0, (256 << 20) // len(payload)
+        nats_server.pause()
+        try:
+            async with asyncio.timeout(60):
+                while True:
+                    task = asyncio.create_task(nc.publish("bp", payload))
+                    done, _ = await asyncio.wait({task}, timeout=1.0)  # the loop turns
+                    if not done:
+                        break  # it waits
+                    await task
+                    sent += 1
+                    assert sent < budget, "publish never waited"
+            assert 0 < nc.buffered_bytes < 4 << 20  # the kernel holds the rest
+        finally:
+            nats_server.resume()
+        async with asyncio.timeout(30):
+            await task
+        await nc.flush(timeout=30)
+        assert nc.buffered_bytes == 0
+
+
 async def test_request_reply_and_no_responders(nats_url: str) -> None:
     async with jetstream.connect(nats_url) as nc:
 
