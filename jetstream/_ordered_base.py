@@ -176,7 +176,9 @@ class OrderedBase:
         of the stream heard meanwhile ends the wait or the pause at once (the new
         leader is there to ask). Attempts ask for the same consumer name, so an attempt
         given up on that did land is the same consumer, not a second one; after an
-        election the name is a new one.
+        election the name is a new one. A making cancelled or given up asks the server
+        to delete what its attempts may have made (the answer that would name it to
+        the reader never came).
         ``StreamNotFoundError`` ends it: the stream is gone. With ``first`` (the
         consumer's creation) any error is raised."""
         old = self._consumer or self._stale
@@ -205,13 +207,14 @@ class OrderedBase:
         watch = not first and js._leaders.active
         if watch:
             js._leaders.add(key, on_election)
+        asked: set[str] = set()  # the names asked for, answered or not
+        made = False
         try:
             while True:
                 wait = js.timeout if first else min(js.timeout, _ATTEMPT_WAIT)
                 if deadline is not None:
                     wait = min(wait, deadline - loop.time())
                     if wait <= 0.01:
-                        self._stale = old
                         return None
                 elected = False
                 try:
@@ -220,6 +223,7 @@ class OrderedBase:
                         if handle is None:
                             handle = self._handle = await stream_consumers(js, self.stream_name)
                         config = self._config(name, deliver)
+                        asked.add(name)
                         consumer = await handle._upsert(config, ConsumerAction.CREATE)
                 except StreamNotFoundError:
                     raise
@@ -250,22 +254,35 @@ class OrderedBase:
                 finally:
                     scope = None
                 self._consumer = consumer
+                made = True
                 if not first:
                     self.resets += 1
+                asked.discard(consumer.name)
+                for lost in asked:  # an attempt given up on may have landed
+                    self._drop(lost)
                 if old is not None:
-                    self._drop(old)
+                    self._drop(old.name)
                 return consumer
         finally:
             if watch:
                 js._leaders.remove(key, on_election)
+            if not made:
+                # Cancelled, or given up (a deadline, an error): an attempt that was not
+                # answered may have made its consumer, which nobody would read or delete
+                # (the next making asks for another name). The old one stays the ordered
+                # consumer's, dropped by its next making or by ``delete()``.
+                for lost in asked:
+                    self._drop(lost)
+                if self._stale is None:
+                    self._stale = old
 
-    def _drop(self, old: Consumer) -> None:
-        """Ask the server to delete a consumer that was left, without waiting for the
-        answer (it may be gone already; if it is not, it expires by itself after
-        ``inactive_threshold``)."""
+    def _drop(self, name: str) -> None:
+        """Ask the server to delete the consumer ``name``, left behind, without waiting
+        for the answer (it may be gone, or never made; if it is there and the request
+        is lost, it expires by itself after ``inactive_threshold``)."""
         nc = self._js.client
         if nc.is_connected:
-            subject = self._js.api_subject(f"CONSUMER.DELETE.{self.stream_name}.{old.name}")
+            subject = self._js.api_subject(f"CONSUMER.DELETE.{self.stream_name}.{name}")
             with contextlib.suppress(NatsError):
                 nc._publish_to_reply(subject, b"", nc.new_inbox().encode(), None)
 

@@ -68,7 +68,7 @@ class OrderedConsumer(OrderedBase):
         if old is None:
             return
         try:
-            stream = await stream_consumers(self._js, self.stream_name)
+            stream = self._handle or await stream_consumers(self._js, self.stream_name)
             await stream.delete_consumer(old.name)
         except NatsError:
             pass
@@ -156,6 +156,9 @@ class OrderedConsumer(OrderedBase):
             except NatsError as exc:
                 self._lost(exc)
                 continue
+            except asyncio.CancelledError:
+                self._lost(None)  # what its pull brought is lost: read on from the last
+                raise
             finally:
                 self._js._leaders.remove(key, moved)
             out: list[JsMsg] = []
@@ -368,9 +371,14 @@ class OrderedStream(MessageReader):
         self._broken = False
 
     def stop(self) -> None:
-        """Stop: unsubscribe; the iteration ends."""
+        """Stop: unsubscribe; the iteration ends. The ordered consumer reads on from the
+        last message handed out: what its consumer delivered beyond (buffered here, or
+        still on the way) is dropped with the stream, so the next read makes the
+        consumer again."""
         self._closed = True
         self._ok = 0
+        if self._inner is not None:
+            self._oc._lost(None)
         nc = self._oc._js.client
         if self._on_reconnect in nc._reconnect_hooks:
             nc._reconnect_hooks.remove(self._on_reconnect)

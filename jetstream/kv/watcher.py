@@ -242,11 +242,8 @@ class KeyWatcher:
             self._it.stop()
         oc = self._oc
         self._oc = None
-        if oc is not None and oc.consumer is not None:
-            try:
-                await self._kv._stream.delete_consumer(oc.consumer.name)
-            except NatsError:
-                pass
+        if oc is not None:
+            await oc.delete()
 
     async def __aenter__(self) -> Self:
         if self._it is None:

@@ -30,8 +30,6 @@ class _Store(Protocol):
 
     def _chunk_subject(self, nuid: str) -> str: ...
 
-    async def _delete_consumer_quietly(self, name: str) -> None: ...
-
 
 __all__ = ["ObjectReader"]
 
@@ -116,8 +114,8 @@ class ObjectReader:
         if it is not None:
             it.stop()
         oc, self._oc = self._oc, None
-        if oc is not None and oc.consumer is not None:
-            await self._store._delete_consumer_quietly(oc.consumer.name)
+        if oc is not None:
+            await oc.delete()
 
     def __aiter__(self) -> Self:
         return self

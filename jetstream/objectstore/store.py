@@ -287,13 +287,6 @@ class ObjectStore:
                 fut.exception()  # retrieved: no "never retrieved" report
         await self._purge_quietly(subject)
 
-    async def _delete_consumer_quietly(self, name: str) -> None:
-        try:
-            stream = await self._get_stream()
-            await stream.delete_consumer(name)
-        except NatsError:
-            pass  # it expires by itself after its inactive threshold
-
     async def _purge_quietly(self, subject: str) -> None:
         try:
             stream = await self._get_stream()

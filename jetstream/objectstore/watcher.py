@@ -24,8 +24,6 @@ class _Store(Protocol):
 
     async def _get_stream(self) -> Stream: ...
 
-    async def _delete_consumer_quietly(self, name: str) -> None: ...
-
 
 class ObjectWatcher:
     """Async iterator of ``ObjectInfo`` (and one ``None`` after the initial values)."""
@@ -79,8 +77,8 @@ class ObjectWatcher:
         """End the iteration and delete the consumer underneath."""
         self.stop()
         oc, self._oc = self._oc, None
-        if oc is not None and oc.consumer is not None:
-            await self._store._delete_consumer_quietly(oc.consumer.name)
+        if oc is not None:
+            await oc.delete()
 
     def __aiter__(self) -> AsyncIterator[ObjectInfo | None]:
         return self
