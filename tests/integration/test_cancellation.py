@@ -1,16 +1,21 @@
-"""Cancelling every call that waits leaves nothing behind.
+"""Cancelling every call that waits leaves nothing behind, in the client or on the server.
 
 Each awaiting call is cancelled at several moments: at once (before its request is
 written), after one turn of the loop (the request buffered or just written), while it
 waits for an answer (the server is paused with SIGSTOP, so that no answer can come), and
-mid-stream where the call reads a stream of messages. After each: no subscription or
-request-inbox entry of the client is left (the leaked-task check of the conftest covers
-the tasks), no ``publish_async`` future is pending; for consumers with acks the messages
-that were in flight are not stranded (given back at once: nothing awaits an ack long
-before the 30 s ack_wait); and the client still works.
+mid-stream where the call reads a stream of messages; a call that retries is cancelled
+in its backoff between two attempts, and a core publish while it waits for a socket that
+takes nothing more (backpressure). After each: no subscription of the client and no
+request waiting for a reply is left (``Client.subscription_count``,
+``Client.pending_requests``; the leaked-task check of the conftest covers the tasks), no
+``publish_async`` future is pending; no ephemeral consumer of the client is left on the
+server (deleted at once where the code deletes it, else once its ``inactive_threshold``
+has passed); for consumers with acks the messages that were in flight are not stranded
+(given back at once: nothing awaits an ack long before the 30 s ack_wait); and the client
+still works.
 
-The client's subscription table and request mux are read to count what is left; every
-event is a real one (a cancel, a paused server, messages the server delivered).
+Every event is a real one: a cancel, a paused server, messages the server delivered, a
+fault proxy that holds the bytes back or loses an answer.
 """
 
 from __future__ import annotations
@@ -33,8 +38,8 @@ from jetstream import (
     JsMsg,
     StreamConfig,
 )
-from jetstream._pubasync import AsyncPublisher
 from jetstream.embedded import NatsServer
+from tests.faults.proxy import FaultProxy
 from tests.integration._consumer import eventually
 
 pytestmark = pytest.mark.asyncio
@@ -50,27 +55,48 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
         yield client
 
 
-def leftovers(nc: Client, subs: set[int]) -> list[str]:
-    """What the client holds beyond the subscriptions ``subs`` it had before."""
-    left = [
-        f"subscription {sid}: {nc._subs[sid]!r}"
-        for sid in set(nc._subs) - subs
-        # the reply inbox of the publish_async window is made once and kept, as the mux's
-        if not isinstance(nc._subs[sid], AsyncPublisher)
-    ]
-    # the message class a consumer's inbox registered goes with its subscription
-    left += [f"message class of sid {sid}" for sid in set(nc._sid_types) - set(nc._subs)]
-    if nc._mux is not None and nc._mux.waiters:
-        left.append(f"request waiters: {list(nc._mux.waiters)}")
+def leftovers(nc: Client, subs: int) -> list[str]:
+    """What the client holds beyond the ``subs`` subscriptions it had before."""
+    left = []
+    if nc.subscription_count != subs:
+        left.append(f"{nc.subscription_count} subscriptions, not {subs}")
+    if nc.pending_requests:
+        left.append(f"{nc.pending_requests} requests waiting for a reply")
     return left
 
 
-async def settled(nc: Client, subs: set[int]) -> None:
+async def settled(nc: Client, subs: int) -> None:
     """Wait (10 s at most) until the client holds nothing beyond ``subs``."""
     deadline = asyncio.get_running_loop().time() + 10
     while leftovers(nc, subs) and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.01)
     assert leftovers(nc, subs) == []
+
+
+async def ephemerals(js: JetStream) -> list[str]:
+    """The ephemeral consumers on the server, of every stream (``stream/name``): each
+    test has a server of its own, so all are the client's."""
+    found: list[str] = []
+    async for info in js.streams():
+        stream = await js.stream(info.config.name)
+        found += [
+            f"{info.config.name}/{c.name}"
+            async for c in stream.consumers()
+            if not isinstance(c.config.durable_name, str)
+        ]
+    return found
+
+
+async def none_on_server(js: JetStream, within: float = 10.0) -> None:
+    """No ephemeral consumer is left on the server within ``within`` seconds.
+
+    The default is well under the inactive threshold of every consumer the library
+    makes (30 s for an object's read, 300 s for the rest): met, the consumer was
+    deleted at once. A test that leaves one to expire waits for its threshold."""
+    deadline = asyncio.get_running_loop().time() + within
+    while (left := await ephemerals(js)) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.1)
+    assert left == [], f"left on the server after {within:g} s"
 
 
 async def until(cond: Callable[[], bool], what: str) -> None:
@@ -108,7 +134,7 @@ async def cancel(coro: Coroutine[Any, Any, Any], moment: str, server: NatsServer
         await task
 
 
-async def baseline(nc: Client) -> set[int]:
+async def baseline(nc: Client) -> int:
     """The client's subscriptions once its request inbox is made (it stays)."""
 
     async def echo(msg: jetstream.Msg) -> None:
@@ -117,7 +143,7 @@ async def baseline(nc: Client) -> set[int]:
 
     await nc.subscribe("echo", cb=echo)
     assert (await nc.request("echo", b"up", timeout=5)).data == b"up"
-    return set(nc._subs)
+    return nc.subscription_count
 
 
 async def works(nc: Client, js: JetStream) -> None:
@@ -168,10 +194,99 @@ async def nothing_stranded(c: Consumer, given_back: list[bytes]) -> None:
 async def test_request(nc: Client, js: JetStream, nats_server: NatsServer, moment: str) -> None:
     subs = await baseline(nc)
     await nc.subscribe("silent", cb=lambda m: None)  # takes requests, never answers
-    subs = set(nc._subs)
+    subs += 1
     await cancel(nc.request("silent", b"?", timeout=30), moment, nats_server)
     await settled(nc, subs)
+    await none_on_server(js)
     await works(nc, js)
+
+
+@pytest.mark.parametrize("moment", MOMENTS)
+async def test_next_msg(nc: Client, js: JetStream, nats_server: NatsServer, moment: str) -> None:
+    """A cancelled ``next_msg`` leaves its subscription as it was: the next message
+    goes to the next call."""
+    sub = await nc.subscribe("nm")
+    subs = await baseline(nc)
+    await cancel(sub.next_msg(timeout=30), moment, nats_server)
+    await settled(nc, subs)
+    await nc.publish("nm", b"next")
+    assert (await sub.next_msg(timeout=5)).data == b"next"
+    assert sub.pending_msgs == 0 and not sub.closed
+    await works(nc, js)
+
+
+@pytest.mark.parametrize("moment", MOMENTS)
+async def test_request_many(
+    nc: Client, js: JetStream, nats_server: NatsServer, moment: str
+) -> None:
+    """``request_many`` gathers on an inbox of its own: cancelled while it waits for
+    the first reply, or between two, its inbox is gone."""
+    subs = await baseline(nc)
+
+    async def twice(msg: jetstream.Msg) -> None:  # one reply now, none after
+        if msg.reply:
+            await nc.publish(msg.reply, b"one")
+
+    await nc.subscribe("many", cb=twice)
+    subs += 1
+    await cancel(nc.request_many("many", b"?", timeout=30), moment, nats_server)
+    await settled(nc, subs)
+    # between two replies: the first came, the second never does
+    task = asyncio.create_task(nc.request_many("many", b"?", timeout=30, stall=30))
+    await until(lambda: nc.subscription_count == subs + 1, "the gatherer's inbox made")
+    await nc.flush()
+    await asyncio.sleep(0.2)  # its first reply in
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await settled(nc, subs)
+    assert [m.data for m in await nc.request_many("many", b"?", timeout=1)] == [b"one"]
+    await works(nc, js)
+
+
+async def test_publish_under_backpressure(nats_server: NatsServer) -> None:
+    """A core ``publish`` waits while the socket takes nothing more (the server reads
+    nothing: a blackhole of the fault proxy). Cancelled there, it leaves nothing behind,
+    and its message, buffered before the wait, is sent with the rest once the peer
+    reads again: every message arrives once, in order."""
+    payload = b"x" * 65536
+    async with (
+        FaultProxy(nats_server.port) as proxy,
+        jetstream.connect(proxy.url, ping_interval=60) as nc,
+        jetstream.connect(nats_server.url) as receiver,
+    ):
+        sub = await receiver.subscribe("bp", pending_bytes_limit=1 << 30)
+        await receiver.flush()
+        js = nc.jetstream(timeout=5)
+        await js.create_stream(StreamConfig(name="CX", subjects=["cx.>"]))
+        subs = await baseline(nc)
+        proxy.blackhole = True
+        sent = 0
+        async with asyncio.timeout(120):
+            while True:  # until a publish waits: the kernel's buffers are full
+                task = asyncio.create_task(nc.publish("bp", b"%d." % sent + payload))
+                done, _ = await asyncio.wait({task}, timeout=1.0)
+                sent += 1
+                if not done:
+                    break
+                await task
+        assert nc.buffered_bytes > len(payload)  # held for the socket, which takes none
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await settled(nc, subs)
+        assert nc.is_connected
+        proxy.blackhole = False
+        await nc.flush(timeout=60)
+        got = []
+        async with asyncio.timeout(60):
+            while len(got) < sent:
+                got.append((await sub.next_msg(timeout=30)).data.partition(b".")[0])
+        assert got == [b"%d" % i for i in range(sent)]
+        await nc.flush()
+        assert sub.pending_msgs == 0  # none twice
+        assert nc.buffered_bytes == 0
+        await works(nc, js)
 
 
 async def test_drain(nats_url: str, nc: Client, js: JetStream) -> None:
@@ -212,6 +327,29 @@ async def test_js_publish(nc: Client, js: JetStream, nats_server: NatsServer, mo
     subs = await baseline(nc)
     await cancel(js.publish("cx.pub", b"x", timeout=30), moment, nats_server)
     await settled(nc, subs)
+    await none_on_server(js)
+    await works(nc, js)
+
+
+async def test_js_publish_in_its_backoff(
+    nc: Client, js: JetStream, nats_server: NatsServer
+) -> None:
+    """A publish with a message id whose attempt went unanswered (the server is paused)
+    waits out a backoff before it asks again, 30 - 60 s here: cancelled there, between
+    two requests, it leaves nothing behind."""
+    subs = await baseline(nc)
+    with paused(nats_server):
+        task = asyncio.create_task(
+            js.publish("cx.retry", b"r", msg_id="r-1", timeout=120, retry_wait=60)
+        )
+        await until(lambda: nc.pending_requests == 1, "the first attempt sent")
+        await until(lambda: nc.pending_requests == 0, "the first attempt given up on")
+        assert not task.done()  # in its backoff
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await settled(nc, subs)
+    await none_on_server(js)
     await works(nc, js)
 
 
@@ -219,6 +357,8 @@ async def test_js_publish(nc: Client, js: JetStream, nats_server: NatsServer, mo
 async def test_publish_async_future(
     nc: Client, js: JetStream, nats_server: NatsServer, moment: str
 ) -> None:
+    # the window's reply inbox, made by the first publish_async, is kept: made before
+    assert (await (await js.publish_async("cx.pa", b"first"))).stream == "CX"
     subs = await baseline(nc)
     with paused(nats_server) if moment == "waiting" else _nothing():
         fut = await js.publish_async("cx.pa", b"x")
@@ -235,6 +375,7 @@ async def test_publish_async_future(
         while js.publish_async_pending:
             await asyncio.sleep(0.01)
     await settled(nc, subs)
+    await none_on_server(js)
     more = await js.publish_async("cx.pa", b"y")
     await js.publish_async_complete(timeout=10)
     assert (await more).stream == "CX"
@@ -257,6 +398,7 @@ async def test_fetch_waiting(
     subs = await baseline(nc)
     await cancel(c.fetch(10, expires=20), moment, nats_server)
     await settled(nc, subs)
+    await none_on_server(js)
     await js.publish("cx.fw", b"late")  # would go to a pull nobody waits for
     await nothing_stranded(c, [b"late"])
     await works(nc, js)
@@ -275,6 +417,7 @@ async def test_fetch_mid_stream(nc: Client, js: JetStream) -> None:
     # the server may have sent them before the client read them: those still on the
     # way are given back as they come, by the time the cut inbox is dropped
     await settled(nc, subs)
+    await none_on_server(js)
     assert nc.stats.stranded_naks == 3
     await nothing_stranded(c, [b"0", b"1", b"2"])
     await works(nc, js)
@@ -286,6 +429,7 @@ async def test_next(nc: Client, js: JetStream, nats_server: NatsServer, moment: 
     subs = await baseline(nc)
     await cancel(c.next(timeout=20), moment, nats_server)
     await settled(nc, subs)
+    await none_on_server(js)
     await js.publish("cx.nx", b"late")
     await nothing_stranded(c, [b"late"])
     await works(nc, js)
@@ -320,6 +464,7 @@ async def test_messages_mid_stream(nc: Client, js: JetStream) -> None:
     # the one the application holds unacked is its own; the seven buffered (or still on
     # the way when it stopped) are given back by the time its inbox is dropped
     await settled(nc, subs)
+    await none_on_server(js)
     assert nc.stats.stranded_naks == 7
     await taken[2].nak()
     await nothing_stranded(c, [b"%d" % i for i in range(2, 10)])
@@ -352,25 +497,33 @@ async def test_consume_mid_stream(nc: Client, js: JetStream) -> None:
     # the handler was cancelled with the third in hand; the seven buffered (or still on
     # the way) are given back by the time its inbox is dropped
     await settled(nc, subs)
+    await none_on_server(js)
     assert len(handled) == 3 and nc.stats.stranded_naks == 7
     await handled[2].nak()
     await nothing_stranded(c, [b"%d" % i for i in range(2, 10)])
     await works(nc, js)
 
 
+#: the inactive threshold of the ordered consumers whose expiry a test waits for
+THRESHOLD = 3.0
+
+
 @pytest.mark.parametrize("call", ["next", "messages"])
 async def test_ordered_consumer(
     nc: Client, js: JetStream, nats_server: NatsServer, call: str
 ) -> None:
+    """A cancelled read leaves the ordered consumer to read on from where it was: its
+    consumer is kept (the next read uses it), and expires once no read came for its
+    inactive threshold, a short one here."""
     for i in range(10):
         await js.publish("cx.ord", b"%d" % i)
     subs = await baseline(nc)
     stream = await js.stream("CX")
-    oc = await stream.ordered_consumer(filter_subjects=["cx.ord"])
+    oc = await stream.ordered_consumer(filter_subjects=["cx.ord"], inactive_threshold=THRESHOLD)
     if call == "next":
         assert (await oc.next(timeout=5)).data == b"0"
         for moment in MOMENTS:
-            await cancel(oc.next(timeout=20), moment, nats_server)
+            await cancel(oc.next(timeout=5), moment, nats_server)
     else:
         taken: list[JsMsg] = []
         task = asyncio.create_task(read_then_wait(oc.messages, taken, 0, asyncio.Event()))
@@ -381,9 +534,102 @@ async def test_ordered_consumer(
         with pytest.raises(asyncio.CancelledError):
             await task
     await settled(nc, subs)
+    assert (await oc.next(timeout=5)).data == b"1"  # read on, in order
+    await none_on_server(js, within=THRESHOLD + 20)  # expired, unread
     again = await stream.ordered_consumer(filter_subjects=["cx.ord"])
     assert [int((await again.next(timeout=5)).data) for _ in range(10)] == list(range(10))
     await works(nc, js)
+
+
+async def test_ordered_consumer_in_its_backoff(
+    nc: Client, js: JetStream, nats_server: NatsServer
+) -> None:
+    """The ordered consumer's consumer is gone and the server paused: its making again
+    gets no answer within an attempt's wait, is reported, and backs off before the
+    next. Cancelled in that pause (by the report, made just before it), the consumer
+    its attempt asked for, made once the server reads on, is deleted at once (its
+    inactive threshold is 300 s)."""
+    await js.publish("cx.rb", b"0")
+    subs = await baseline(nc)
+    stream = await js.stream("CX")
+    reported: list[BaseException] = []
+    task: asyncio.Task[JsMsg] | None = None
+
+    def on_error(exc: BaseException) -> None:
+        reported.append(exc)
+        if task is not None:
+            task.cancel()
+
+    oc = await stream.ordered_consumer(filter_subjects=["cx.rb"], error_cb=on_error)
+    assert (await oc.next(timeout=5)).data == b"0"
+    await oc.delete()
+    with paused(nats_server):
+        task = asyncio.create_task(oc.next(timeout=30))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert len(reported) == 1 and isinstance(reported[0], TimeoutError), reported
+    await settled(nc, subs)
+    await none_on_server(js)
+    await js.publish("cx.rb", b"1")
+    assert (await oc.next(timeout=5)).data == b"1"  # reads on
+    await oc.delete()
+    await none_on_server(js)
+    await works(nc, js)
+
+
+def _making_answer(lost: list[bytes]) -> Callable[[bytes, bytes], bool]:
+    """A ``drop_op`` of the fault proxy: drops the answers to consumer makings."""
+
+    def drop(line: bytes, payload: bytes) -> bool:
+        if b'"type":"io.nats.jetstream.api.v1.consumer_create_response"' not in payload:
+            return False
+        lost.append(payload)
+        return True
+
+    return drop
+
+
+@pytest.mark.parametrize("call", ["ordered consumer", "object get", "kv watch"])
+async def test_unanswered_consumer_making(nats_server: NatsServer, call: str) -> None:
+    """The making of an ordered consumer (of the reader's own, of an object's read, of
+    a watch) landed, and its answer is lost on the way (dropped by the fault proxy):
+    cancelled while it waits, the consumer that only the making knew of is deleted at
+    once."""
+    lost: list[bytes] = []
+    async with (
+        FaultProxy(nats_server.port) as proxy,
+        jetstream.connect(proxy.url, ping_interval=60) as nc,
+    ):
+        js = nc.jetstream(timeout=30)  # the making waits for its answer until cancelled
+        stream = await js.create_stream(StreamConfig(name="CX", subjects=["cx.>"]))
+        kv = await js.create_key_value(bucket="CXM")
+        await kv.put("k", b"v")
+        obs = await js.create_object_store(bucket="CXM")
+        await obs.put("o", b"x" * 1000)
+        subs = await baseline(nc)
+
+        async def watch() -> None:
+            async with kv.watch("k") as w:
+                await w.next(timeout=30)
+
+        coro: Coroutine[Any, Any, Any] = (
+            stream.ordered_consumer()
+            if call == "ordered consumer"
+            else obs.get_bytes("o")
+            if call == "object get"
+            else watch()
+        )
+        proxy.drop_op = _making_answer(lost)
+        task = asyncio.create_task(coro)
+        await until(lambda: bool(lost), "the making's answer dropped")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        proxy.drop_op = None
+        assert b'"error"' not in lost[0]  # it was made
+        await settled(nc, subs)
+        await none_on_server(js)
+        await works(nc, js)
 
 
 # --------------------------------------------------------------------------- KV and objects
@@ -400,6 +646,7 @@ async def test_kv_put_get(
     coro: Awaitable[Any] = kv.put("k", b"v2") if call == "put" else kv.get("k")
     await cancel(coro, moment, nats_server)  # type: ignore[arg-type]
     await settled(nc, subs)
+    await none_on_server(js)
     await kv.put("k", b"v3")
     assert (await kv.get("k")).value == b"v3"
     await works(nc, js)
@@ -428,6 +675,7 @@ async def test_kv_watch_mid_stream(nc: Client, js: JetStream) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     await settled(nc, subs)
+    await none_on_server(js)
     async with kv.watch("k.*") as w:
         keys = []
         async for entry in w:
@@ -440,6 +688,7 @@ async def test_kv_watch_mid_stream(nc: Client, js: JetStream) -> None:
 
 async def test_object_put_mid_stream(nc: Client, js: JetStream) -> None:
     obs = await js.create_object_store(bucket="CXO")
+    await obs.put("small", b"s")  # makes the reply inbox of the put's window (it stays)
     subs = await baseline(nc)
     sent = asyncio.Event()
 
@@ -458,6 +707,7 @@ async def test_object_put_mid_stream(nc: Client, js: JetStream) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     await settled(nc, subs)
+    await none_on_server(js)
     info = await obs.put("big", b"whole")
     assert await obs.get_bytes("big") == b"whole" and info.size == 5
     await works(nc, js)
@@ -484,6 +734,7 @@ async def test_object_get_mid_stream(nc: Client, js: JetStream) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     await settled(nc, subs)
+    await none_on_server(js)
     assert await obs.get_bytes("big") == data
     await works(nc, js)
 
@@ -497,5 +748,6 @@ async def test_object_get_early(
     subs = await baseline(nc)
     await cancel(obs.get_bytes("o"), moment, nats_server)
     await settled(nc, subs)
+    await none_on_server(js)
     assert await obs.get_bytes("o") == b"x" * 1000
     await works(nc, js)
