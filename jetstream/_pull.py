@@ -45,11 +45,7 @@ from .errors import (
     NoRespondersError,
 )
 from .message import JsMsg, as_js
-from .protocol.headers import (
-    NATS_PENDING_BYTES,
-    NATS_PENDING_MESSAGES,
-    parse_headers,
-)
+from .protocol.headers import NATS_PENDING_BYTES, NATS_PENDING_MESSAGES, parse_headers
 
 if TYPE_CHECKING:
     from .protocol.ops import Msg as MsgOp
@@ -325,6 +321,12 @@ class MessageStream(_PullBase, MessageReader):
         self._started = False
         #: inboxes left by resets, still subscribed while their requests may deliver
         self._retired: dict[int, _RetiredInbox] = {}
+
+    @property
+    def outstanding(self) -> int:
+        """Messages its pull requests may still deliver: asked for, not yet come nor given
+        up by the server. It pulls again when this and ``pending`` fall to the threshold."""
+        return self._out_msgs
 
     def _start(self) -> None:
         if self._started:

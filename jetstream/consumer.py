@@ -16,6 +16,7 @@ import msgspec
 from ._context import Context, validate_name
 from ._fetch import fetch
 from ._pull import MessageStream, PullOptions
+from ._push import PushStream
 from ._reader import ConsumeContext, ErrorCallback
 from .api import (
     ConsumerDeleteResponse,
@@ -30,11 +31,15 @@ from .api import (
 from .errors import TimeoutError as NatsTimeoutError
 
 if TYPE_CHECKING:
-    from ._push import PushStream
     from .message import JsMsg
 
+#: ``MessageStream``, ``PushStream`` and ``ConsumeContext`` are what ``messages()`` and
+#: ``consume()`` return, named here for annotations
 __all__ = [
+    "ConsumeContext",
     "Consumer",
+    "MessageStream",
+    "PushStream",
     "consumer_info",
     "delete_consumer",
     "pause_consumer",
@@ -217,8 +222,6 @@ class Consumer:
         """
         tracing = self._js.client._tracing
         if self.is_push:
-            from ._push import PushStream
-
             if tracing is not None:
                 from ._tracing import TracedPushStream
 
