@@ -22,10 +22,10 @@ import pytest
 
 import jetstream
 from jetstream import ConsumerConfig, JsMsg, StreamConfig
-from jetstream._pull import MessageStream
+from jetstream.consumer import MessageStream
 from jetstream.embedded import NatsCluster
-from jetstream.protocol.ops import Msg as MsgOp
 from tests.faults.placing import placed
+from tests.integration._feed import feed, hmsg, sid_of
 
 pytestmark = pytest.mark.asyncio
 
@@ -484,23 +484,15 @@ async def test_a_leadership_change_does_not_end_the_fetch(cluster: NatsCluster) 
         await js.delete_stream("FLC")
 
 
-def _status(inbox: str, code: int, desc: bytes) -> MsgOp:
-    """A status message as the parser makes it."""
-    return MsgOp(inbox, 0, None, b"", b"NATS/1.0 %d %s\r\n\r\n" % (code, desc), code)
-
-
-def _backing_off(it: MessageStream) -> bool:
-    return it._retry_timer is not None
-
-
 async def test_a_leadership_change_ends_the_503_backoff(cluster: NatsCluster) -> None:
     """A reconnect during an election meets 503 (no leader yet) and backs off 0.5 s; the
     409 Leadership Change from the new leader then pulls at once instead of waiting.
 
-    The two statuses are delivered to the stream by hand (``_deliver``): a real election
-    gives both, but no server can be made to send the 503 and then the 409 within the
-    same 0.5 s backoff on demand, so the order under test is injected. The real 409
-    Leadership Change of a step-down is test_a_leadership_change_does_not_end_the_fetch's.
+    The two statuses are handed to the stream's inbox as reads (tests/integration/
+    _feed.py): a real election gives both, but no server can be made to send the 503 and
+    then the 409 within the same 0.5 s backoff on demand, so the order under test is
+    injected. The real 409 Leadership Change of a step-down is
+    test_a_leadership_change_does_not_end_the_fetch's.
     """
     async with jetstream.connect(cluster.urls, **CONNECT) as nc:
         js = nc.jetstream(timeout=2)
@@ -508,10 +500,10 @@ async def test_a_leadership_change_ends_the_503_backoff(cluster: NatsCluster) ->
         it = consumer.messages(**PULL)
         assert isinstance(it, MessageStream)
         async with it:
-            it._start()
-            it._deliver(_status(it.subject, 503, b""))
-            assert _backing_off(it) and it._out_msgs == 0
-            it._deliver(_status(it.subject, 409, b"Leadership Change"))
-            assert not _backing_off(it)
-            assert it._out_msgs == PULL["max_messages"]  # pulled again, now
+            it.__aiter__()  # starts it: the first pull
+            sid = sid_of(nc, it.subject)
+            feed(nc, hmsg(it.subject, sid, b"NATS/1.0 503\r\n\r\n"))
+            assert it.outstanding == 0  # backing off: no pull for 0.5 s
+            feed(nc, hmsg(it.subject, sid, b"NATS/1.0 409 Leadership Change\r\n\r\n"))
+            assert it.outstanding == PULL["max_messages"]  # pulled again, now
         await js.delete_stream("LC")

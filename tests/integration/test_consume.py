@@ -21,11 +21,11 @@ from jetstream import (
     StreamConfig,
     StreamNotFoundError,
 )
-from jetstream._pull import _RetiredInbox
 from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
 from tests.faults.proxy import FaultProxy
 from tests.integration._consumer import eventually
+from tests.integration._feed import feed, msg, sid_of
 
 pytestmark = pytest.mark.asyncio
 
@@ -244,11 +244,12 @@ async def test_ordered_consumer_across_server_restart(nats_server: NatsServer) -
 async def test_push_ordered_consumer(js: JetStream) -> None:
     s = await js.create_stream(StreamConfig(name="PO", subjects=["po.*"]))
     await publish_many(js, "po.a", 1500)
-    oc = await s.ordered_consumer(filter_subjects=["po.a"], push=True, heartbeat=0.5)
+    errors: list[BaseException] = []
+    oc = await s.ordered_consumer(
+        filter_subjects=["po.a"], push=True, heartbeat=0.5, error_cb=errors.append
+    )
     assert oc.consumer is not None and oc.consumer.is_push
     got: list[int] = []
-    errors: list[BaseException] = []
-    oc._error_cb = errors.append
     async with oc.messages() as it:
         async for msg in it:
             got.append(int(msg.data))
@@ -337,6 +338,7 @@ async def test_requests_from_before_a_reset_do_not_count_against_the_new_ones(
         c = await s.create_consumer(ConsumerConfig(durable_name="r"))
         pulls = await nc.subscribe("$JS.API.CONSUMER.MSG.NEXT.RST.r")
         await nc.flush()
+        before = nc.subscription_count
         opts: dict[str, Any] = {"max_messages": 10, "expires": 10.0, "heartbeat": 1.0}
         async with c.messages(**opts, error_cb=errors.append) as it:
             it.__aiter__()  # starts it: the first pull
@@ -352,12 +354,13 @@ async def test_requests_from_before_a_reset_do_not_count_against_the_new_ones(
             assert third.reply == second.reply
             with pytest.raises(jetstream.TimeoutError):  # no extra pull for the old 408
                 await pulls.next_msg(timeout=6)
-            assert it._out_msgs == 10
+            assert it.outstanding == 10
             # Messages the old requests deliver are kept too (here: the new ones answer).
             await publish_many(js, "rst", 5)
             got = [int((await it.next(timeout=5)).data) for _ in range(5)]
             assert got == list(range(5))
-        assert not [t for t in nc._subs.values() if t is it or isinstance(t, _RetiredInbox)]
+        await nc.flush()  # the PONG after the stream's UNSUBs: its inboxes are gone
+        assert nc.subscription_count == before + 1  # + the inbox of publish_many's window
 
 
 async def test_a_late_message_on_a_retired_inbox_is_delivered(nats_server: NatsServer) -> None:
@@ -367,40 +370,37 @@ async def test_a_late_message_on_a_retired_inbox_is_delivered(nats_server: NatsS
     async with (
         FaultProxy(nats_server.port) as proxy,
         jetstream.connect(proxy.url, ping_interval=60) as nc,
+        jetstream.connect(nats_server.url) as observer,
     ):
         js = nc.jetstream()
         s = await js.create_stream(StreamConfig(name="LATE", subjects=["late"]))
         c = await s.create_consumer(ConsumerConfig(durable_name="l"))
+        before = nc.subscription_count
         opts: dict[str, Any] = {"max_messages": 10, "expires": 30.0, "heartbeat": 1.0}
         async with c.messages(**opts, error_cb=errors.append) as it:
             it.__aiter__()
             await nc.flush()
-            old_sid = it._sid
+            old_inbox = it.subject
+            # what the server sends to the old inbox, seen by another connection too
+            via_old = await observer.subscribe(old_inbox)
+            await observer.flush()
             await _miss_heartbeats(proxy, it, errors)
             await nc.flush(timeout=10)
-            late = nc._subs[old_sid]
-            assert it._sid != old_sid and isinstance(late, _RetiredInbox)
-            out_before = it._out_msgs
-            # The old request also sends its heartbeats to the old inbox: count only the
-            # messages that come through it (observed, not made).
-            via_old: list[str] = []
-            handle_late = it._late
-
-            def observed(op: Any) -> None:
-                if not op.status:
-                    via_old.append(op.subject)
-                handle_late(op)
-
-            it._late = observed  # type: ignore[method-assign]
+            # pulled again on a new inbox; the old one is still subscribed beside it
+            assert it.subject != old_inbox and nc.subscription_count == before + 2
+            out_before = it.outstanding
             # The server still holds both requests and serves them in turn.
             await publish_many(js, "late", 3)
             got = [int((await it.next(timeout=5)).data) for _ in range(3)]
             assert got == [0, 1, 2]
-            assert via_old  # some came through the old inbox...
-            assert it._out_msgs == out_before - (3 - len(via_old))  # ...and are not counted
+            await observer.flush()  # after what the server sent to the old inbox
+            # its heartbeats go there too: count only the messages
+            old = [m for m in await via_old.take_many(timeout=5) if not m.status]
+            assert old  # some came through the old inbox...
+            assert it.outstanding == out_before - (3 - len(old))  # ...and are not counted
         # Unsubscribed with the stream; kept to give back what was in flight until the PONG.
         await nc.flush()
-        assert old_sid not in nc._subs
+        assert nc.subscription_count == before + 1  # + the inbox of publish_many's window
 
 
 def _renumbered(reply: str, tail_dots: int, sseq: int, cseq: int) -> str:
@@ -419,10 +419,10 @@ async def test_ordered_stream_checks_a_run_at_once_and_cuts_it_at_a_gap(
     the first and the last; a run with a consumer sequence missing inside it is handed
     over up to the gap, and the consumer is made again from the stream sequence after
     the last message handed over: every message still comes once, in order."""
-    from jetstream.protocol.ops import Msg as MsgOp
-
+    nc = js.client
     s = await js.create_stream(StreamConfig(name="OGAP", subjects=["ogap"]))
     await publish_many(js, "ogap", 30)
+    pulls = await nc.subscribe("$JS.API.CONSUMER.MSG.NEXT.OGAP.*")  # sees the pulls
     oc = await s.ordered_consumer(push=push, heartbeat=0.5)
     seqs: list[int] = []
     async with oc.messages(max_messages=10) as it:
@@ -431,24 +431,33 @@ async def test_ordered_stream_checks_a_run_at_once_and_cuts_it_at_a_gap(
             assert run and all(isinstance(m, JsMsg) for m in run)
             seqs += [m.metadata.sequence.stream for m in run]
             assert oc.stream_seq == seqs[-1]
-            # a run comes in with consumer sequence c + 2 missing. Injected (``_deliver_many``):
-            # a real server never skips a consumer sequence, and a gap made on the way (the
-            # fault proxy's drops, test_proxy_faults) does not land inside one read's run
-            # on demand, which is the case under test
-            k, c, last = oc._tail_dots, oc._consumer_seq, seqs[-1]
-            inner = it._inner
-            assert inner is not None
+            # a run comes in with consumer sequence c + 2 missing, in one read. Injected
+            # (tests/integration/_feed.py): a real server never skips a consumer
+            # sequence, and a gap made on the way (the fault proxy's drops,
+            # test_proxy_faults) does not land inside one read's run on demand, which is
+            # the case under test
+            if push:
+                assert oc.consumer is not None
+                inbox = oc.consumer.cached_info.config.deliver_subject
+            else:
+                inbox = (await pulls.take_many(timeout=5))[-1].reply
+            assert isinstance(inbox, str)
+            reply = run[-1].reply
+            assert reply is not None
+            n = reply.count(".") + 1
+            k = 3 if n == 9 else n - 8  # tokens after the consumer sequence (v1, v2)
+            c, last = run[-1].metadata.sequence.consumer, seqs[-1]
+            sid = sid_of(nc, inbox)
             fake = [
-                MsgOp("ogap", inner._sid, _renumbered(run[-1].reply, k, last + d, c + d), b"")
-                for d in (1, 3, 4)
+                msg("ogap", sid, b"", _renumbered(reply, k, last + d, c + d)) for d in (1, 3, 4)
             ]
-            assert inner._deliver_many(fake, 0)
+            feed(nc, b"".join(fake))
             cut = await it.take_many(5.0)
             assert [m.metadata.sequence.stream for m in cut] == [last + 1]
             seqs.append(last + 1)
             await publish_many(js, "ogap", 30, start=30)
-            async for msg in it:
-                seqs.append(msg.metadata.sequence.stream)
+            async for m in it:
+                seqs.append(m.metadata.sequence.stream)
                 if seqs[-1] == 60:
                     break
     assert seqs == list(range(1, 61))
@@ -457,8 +466,6 @@ async def test_ordered_stream_checks_a_run_at_once_and_cuts_it_at_a_gap(
 
 
 async def test_take_runs_reads_a_stream_of_runs_only(js: JetStream) -> None:
-    from jetstream._pull import PullOptions
-    from jetstream.ordered import OrderedStream
     from jetstream.protocol.ops import Msg, MsgRun
 
     s = await js.create_stream(StreamConfig(name="ORAW", subjects=["oraw"]))
@@ -469,7 +476,7 @@ async def test_take_runs_reads_a_stream_of_runs_only(js: JetStream) -> None:
             TypeError, match="take_runs\\(\\) reads an ordered stream made with runs=True"
         ):
             await it.take_runs(1.0)
-    async with OrderedStream(oc, PullOptions(batch=10, expires=5.0), runs=True) as runs:
+    async with oc.messages(max_messages=10, expires=5.0, runs=True) as runs:
         with pytest.raises(TypeError, match="an ordered stream of runs is read with take_runs"):
             await runs.take_many(1.0)
         got: list[MsgRun] = []
@@ -481,7 +488,7 @@ async def test_take_runs_reads_a_stream_of_runs_only(js: JetStream) -> None:
         assert runs.pending == 0
     push = await s.ordered_consumer(push=True)
     with pytest.raises(TypeError, match="a push-based ordered consumer is not read in runs"):
-        async with OrderedStream(push, PullOptions(), runs=True) as runs:
+        async with push.messages(runs=True) as runs:
             await runs.take_runs(1.0)
 
 

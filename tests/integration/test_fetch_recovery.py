@@ -16,11 +16,10 @@ import pytest
 import pytest_asyncio
 
 import jetstream
-from jetstream import Client, ConsumerConfig, JetStream, Msg, StreamConfig
-from jetstream._fetch import _Fetch
+from jetstream import Client, ConsumerConfig, JetStream, Msg, StreamConfig, Subscription
 from jetstream.embedded import NatsServer
 from jetstream.errors import ConsumerNotFoundError
-from jetstream.protocol.ops import Msg as MsgOp
+from tests.integration._feed import feed, hmsg, sid_of
 
 pytestmark = pytest.mark.asyncio
 
@@ -31,13 +30,12 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
         yield client
 
 
-async def _running_fetch(nc: Client) -> _Fetch:
-    async with asyncio.timeout(10):
-        while True:
-            for sub in nc._subs.values():
-                if isinstance(sub, _Fetch):
-                    return sub
-            await asyncio.sleep(0.01)
+async def _pulls(nc: Client, stream: str, consumer: str) -> Subscription:
+    """A subscription of ``nc`` that sees the consumer's pull requests as the server
+    gets them (a request's reply subject is its fetch's inbox)."""
+    sub = await nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}")
+    await nc.flush()
+    return sub
 
 
 async def _statuses(url: str, found: list[bytes]) -> Client:
@@ -66,9 +64,10 @@ async def test_a_server_shutdown_does_not_end_the_fetch(nats_server: NatsServer)
         js = nc.jetstream()
         s = await js.create_stream(StreamConfig(name="F", subjects=["f"]))
         c = await s.create_consumer(ConsumerConfig(durable_name="d"))
+        pulls = await _pulls(nc, "F", "d")
         task = asyncio.create_task(c.fetch(1, expires=30))
         try:
-            await _running_fetch(nc)
+            await pulls.next_msg(timeout=10)  # the server has the request
             await nats_server.stop_async()
             assert any(b"409 Server Shutdown" in h for h in found), found
             assert not task.done()  # still waiting: it pulled again
@@ -94,12 +93,14 @@ async def test_a_leadership_change_status_alone_does_not_end_the_fetch(
     tell the two apart)."""
     s = await js.create_stream(StreamConfig(name="F", subjects=["f"]))
     c = await s.create_consumer(ConsumerConfig(durable_name="d"))
+    pulls = await _pulls(nc, "F", "d")
     task = asyncio.create_task(c.fetch(1, expires=20))
-    pull = await _running_fetch(nc)
+    inbox = (await pulls.next_msg(timeout=10)).reply
+    assert inbox is not None
     hdr = b"NATS/1.0 409 Leadership Change\r\n\r\n"
-    pull._deliver(MsgOp(pull.subject, 0, None, b"", hdr, 409))
-    await asyncio.sleep(0.2)
-    assert not task.done()  # still waiting: it pulled again
+    feed(nc, hmsg(inbox, sid_of(nc, inbox), hdr))
+    await pulls.next_msg(timeout=10)  # it pulled again
+    assert not task.done()  # still waiting
     await js.publish("f", b"after")
     msgs = await asyncio.wait_for(task, 20)
     assert [m.data for m in msgs] == [b"after"]
@@ -108,10 +109,11 @@ async def test_a_leadership_change_status_alone_does_not_end_the_fetch(
 async def test_a_reconnect_pulls_again(nc: Client, js: JetStream) -> None:
     s = await js.create_stream(StreamConfig(name="G", subjects=["g"]))
     c = await s.create_consumer(ConsumerConfig(durable_name="d"))
+    pulls = await _pulls(nc, "G", "d")
     task = asyncio.create_task(c.fetch(1, expires=20))
-    await _running_fetch(nc)
+    await pulls.next_msg(timeout=10)
     await nc.force_reconnect()
-    await asyncio.sleep(0.5)
+    await pulls.next_msg(timeout=10)  # it pulled again, once reconnected
     assert not task.done()
     await js.publish("g", b"after")
     msgs = await asyncio.wait_for(task, 20)
@@ -135,21 +137,25 @@ async def test_a_request_the_server_never_closes_ends_the_fetch_with_what_came(
 ) -> None:
     """A pull request the server never ends (here: its server froze, SIGSTOP, after one
     message) gives up at the fetch's deadline, its ``expires`` plus the connect timeout
-    and a second, returning what came, and leaves no inbox, timer or hook behind."""
+    and a second, returning what came, and leaves no timer or hook behind, nor its inbox
+    once its request has ended."""
     async with jetstream.connect(nats_server.url, connect_timeout=1.0) as nc:
         js = nc.jetstream()
         s = await js.create_stream(StreamConfig(name="G", subjects=["g"]))
         c = await s.create_consumer(ConsumerConfig(durable_name="d"))
         await js.publish("g", b"came")
+        inboxes = await nc.subscribe("_INBOX.>")  # sees what the fetch's inbox gets
+        await nc.flush()
+        before = nc.subscription_count
         hooks = list(nc._reconnect_hooks)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         task = asyncio.create_task(c.fetch(5, expires=3.0))
         try:
-            pull = await _running_fetch(nc)
-            async with asyncio.timeout(10):
-                while not pull._buf:  # one message before the silence
-                    await asyncio.sleep(0.005)
+            async with asyncio.timeout(10):  # one message before the silence
+                while (await inboxes.next_msg(timeout=10)).data != b"came":
+                    pass
+            await nc.flush()  # after it: the fetch has it too
             nats_server.pause()  # well before the request's 3 s expiry
             assert loop.time() - t0 < 2.5, "too slow to freeze the server before the expiry"
             msgs = await asyncio.wait_for(task, 30)
@@ -158,6 +164,7 @@ async def test_a_request_the_server_never_closes_ends_the_fetch_with_what_came(
         took = loop.time() - t0
         assert [m.data for m in msgs] == [b"came"]
         assert took >= 4.9  # 3.0 + 1.0 + 1.0: not before the deadline
-        assert not [sub for sub in nc._subs.values() if isinstance(sub, _Fetch)]
+        async with asyncio.timeout(10):  # its inbox lingers until its request has ended
+            while nc.subscription_count != before:
+                await asyncio.sleep(0.01)
         assert nc._reconnect_hooks == hooks
-        assert pull._done.done()
