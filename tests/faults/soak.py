@@ -15,9 +15,9 @@ The memory check measures the client, not the soak: consumed ids go to a bitmap
 (``tests.faults.ids``, 250 KB for two million ids), and the figure compared is the
 current RSS (``/proc/self/statm`` after ``gc.collect()``), sampled after a warm-up
 minute, never the peak (``ru_maxrss`` does not come down). Every 30 s a line gives
-it with the client's own buffers: each subscription's pending messages, the
-outgoing buffer (the reconnect buffer while disconnected), the transport's write
-buffer, the pending request and publish_async acks.
+it with the client's own buffers: each subscription's pending messages, the bytes
+held for the socket (the outgoing buffer, or the reconnect buffer while disconnected,
+and the transport's write buffer), the pending request and publish_async acks.
 
 Run: ``.venv/bin/python -m tests.faults.soak [--seconds 600]``.
 """
@@ -73,16 +73,14 @@ def buffers(nc: Client, js: JetStream | None = None) -> dict[str, int]:
         msgs += m
         nbytes += b
     conn = nc._conn
-    transport = conn.transport if conn is not None else None
     out = {
-        "subs": len(nc._subs),
+        "subs": nc.subscription_count,
         "sub_pending_msgs": msgs,
         "sub_pending_bytes": nbytes,
-        # One buffer: flushed every loop iteration when connected, the reconnect
-        # buffer (bounded by reconnect_buf_size) when not.
-        "wbuf" if conn is not None else "reconnect_buf": len(nc._wbuf),
-        "transport_wbuf": transport.get_write_buffer_size() if transport is not None else 0,
-        "requests": len(nc._mux.waiters) if nc._mux is not None else 0,
+        # The write buffer, flushed every loop iteration when connected (the reconnect
+        # buffer, bounded by reconnect_buf_size, when not), and the transport's.
+        "buffered": nc.buffered_bytes,
+        "requests": nc.pending_requests,
         "pongs": len(conn.pongs) if conn is not None else 0,
         "pub_prefixes": len(nc._pub_prefixes),
         "pub_heads": sum(map(len, nc._pub_heads.values())),
@@ -298,6 +296,9 @@ async def soak(seconds: float) -> bool:
         stop.set()
         await asyncio.gather(*tasks)
         await asyncio.wait_for(reader, 120)
+        # the PONG after the reader's UNSUBs: the inboxes it cut (kept until then, to
+        # give back what was still on the way) are gone
+        await sub.flush(timeout=30)
         stored = (await admin.stream("SOAK")).cached_info.state.messages
         end_rss = rss_mb()
         lost = seen.missing_count(published)

@@ -20,8 +20,8 @@ import pytest_asyncio
 
 import jetstream
 from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
-from jetstream._push import PushStream
 from jetstream.api import AckPolicy
+from jetstream.consumer import PushStream
 from jetstream.core.message import Msg
 from jetstream.embedded import NatsServer
 

@@ -19,11 +19,6 @@ from tests.integration._consumer import fetched
 pytestmark = pytest.mark.asyncio
 
 
-def in_flight(nc: Client) -> int:
-    """Requests the client's mux still waits for."""
-    return 0 if nc._mux is None else len(nc._mux.waiters)
-
-
 async def test_a_batch_is_confirmed_in_one_wait(js: JetStream, nc: Client) -> None:
     msgs = await fetched(js, "ALL", 300)
     out = nc.stats.out_msgs
@@ -33,7 +28,7 @@ async def test_a_batch_is_confirmed_in_one_wait(js: JetStream, nc: Client) -> No
     # confirmed: the consumer's state changed before ack_sync_all returned
     info = await (await (await js.stream("ALL")).consumer("c")).info()
     assert info.num_ack_pending == 0 and info.num_pending == 0
-    assert in_flight(nc) == 0
+    assert nc.pending_requests == 0
     await ack_sync_all([])  # nothing to do
 
 
@@ -43,7 +38,7 @@ async def test_a_gone_consumer_is_no_responders(js: JetStream, nc: Client) -> No
     with pytest.raises(NoRespondersError):
         await ack_sync_all(msgs, timeout=10)
     assert not any(m.acked for m in msgs)
-    assert in_flight(nc) == 0
+    assert nc.pending_requests == 0
 
 
 async def test_a_timeout_marks_only_the_confirmed(nc: Client) -> None:
@@ -64,7 +59,7 @@ async def test_a_timeout_marks_only_the_confirmed(nc: Client) -> None:
         await ack_sync_all(msgs, timeout=0.5)
     assert [m.acked for m in msgs] == [i % 2 == 0 for i in range(10)]
     assert sorted(seen) == sorted(f"acks.{i}" for i in range(10))
-    assert in_flight(nc) == 0
+    assert nc.pending_requests == 0
     await sub.unsubscribe()
 
 
@@ -74,13 +69,13 @@ async def test_cancelled_leaves_nothing_behind(nc: Client) -> None:
     msgs = [nc.msg_class(JsMsg)("work", 0, f"sink.{i}", b"") for i in range(20)]
     task = asyncio.create_task(ack_sync_all(msgs, timeout=30))
     async with asyncio.timeout(10):  # every ack out and awaited
-        while in_flight(nc) < 20:
+        while nc.pending_requests < 20:
             await asyncio.sleep(0.01)
-    assert in_flight(nc) == 20 and not task.done()
+    assert nc.pending_requests == 20 and not task.done()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert in_flight(nc) == 0
+    assert nc.pending_requests == 0
     assert not any(m.acked for m in msgs)
     await sink.unsubscribe()
 

@@ -218,7 +218,7 @@ async def test_fetch_max_bytes(js: JetStream) -> None:
 
 async def test_cancelled_next_and_fetch_leave_nothing_behind(stream: Stream, nc: Client) -> None:
     c = await stream.create_consumer(ConsumerConfig(durable_name="x", filter_subject="s.none"))
-    before = set(nc._subs)
+    before = nc.subscription_count
     for coro in (c.next(timeout=30), c.fetch(10, expires=30)):
         task = asyncio.create_task(coro)
         await asyncio.sleep(0.2)
@@ -226,7 +226,7 @@ async def test_cancelled_next_and_fetch_leave_nothing_behind(stream: Stream, nc:
         with pytest.raises(asyncio.CancelledError):
             await task
     await nc.flush()
-    assert set(nc._subs) == before
+    assert nc.subscription_count == before
     # and the consumer still works
     await stream.js.publish("s.none", b"late")
     assert (await c.next(timeout=5)).data == b"late"

@@ -310,7 +310,7 @@ async def test_publish_async_writes_a_refill_as_it_goes(nc: Client) -> None:
     futs = [await js.publish_async("p", b"x" * 128) for _ in range(500)]
     # no loop turn yet (there was room for all): all but the last piece is written
     # (the burst is some 95 KB; what is left to write, at most one piece)
-    assert len(nc._wbuf) < 16 * 1024
+    assert nc.buffered_bytes < 16 * 1024
     await js.publish_async_complete(timeout=10)
     assert [f.result().seq for f in futs] == list(range(1, 501))
 
@@ -333,12 +333,12 @@ async def test_publish_async_payload_forms_and_refusals(nc: Client) -> None:
     futs = [await js.publish_async("f.a", data, headers=h) for data, h in sent]
     futs.append(await js.publish_async("f.a", memoryview(b"view")))
     futs.append(await js.publish_async("f.a", bytearray(b"array")))
-    before = len(nc._wbuf)
+    before = nc.buffered_bytes
     with pytest.raises(TypeError, match="must be bytes, bytearray or memoryview, not str"):
         await js.publish_async("f.a", "text")  # type: ignore[arg-type]
     with pytest.raises(jetstream.BadSubjectError):
         await js.publish_async("f. a", b"x")
-    assert len(nc._wbuf) == before
+    assert nc.buffered_bytes == before
     assert js.publish_async_pending <= len(futs)  # the refused ones are not in the window
     acks = [await f for f in futs]
     assert [a.seq for a in acks] == list(range(1, 9))

@@ -17,9 +17,8 @@ import pytest_asyncio
 
 import jetstream
 from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
-from jetstream._pull import MessageStream
 from jetstream.api import PriorityPolicy
-from jetstream.consumer import Consumer
+from jetstream.consumer import Consumer, MessageStream
 from jetstream.core.message import Msg
 from jetstream.message import JsMsg
 from jetstream.stream import Stream

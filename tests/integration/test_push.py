@@ -14,8 +14,8 @@ import pytest
 
 import jetstream
 from jetstream import Client, ConsumerConfig, JetStream, StreamConfig
-from jetstream._push import PushStream
 from jetstream.api import AckPolicy
+from jetstream.consumer import PushStream
 from jetstream.core.message import Msg
 from jetstream.embedded import NatsServer
 from jetstream.errors import NoHeartbeatError, TimeoutError

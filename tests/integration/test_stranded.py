@@ -15,8 +15,6 @@ import pytest_asyncio
 
 import jetstream
 from jetstream import Client, Consumer, ConsumerConfig, JetStream, JsMsg, StreamConfig
-from jetstream._fetch import _Fetch
-from jetstream._stranded import Leftover
 from jetstream.embedded import NatsServer
 from tests.integration._consumer import eventually
 
@@ -68,11 +66,6 @@ async def _two_pulls(nc: Client, c: Consumer) -> asyncio.Task[JsMsg]:
     await nc.force_reconnect()
     await _waiting(c, 2)
     return task
-
-
-def _fetching(nc: Client, n: int) -> bool:
-    """A fetch of ``nc`` holds ``n`` messages."""
-    return any(isinstance(s, _Fetch) and len(s._buf) == n for s in nc._subs.values())
 
 
 async def _until(check: Callable[[], bool], what: str) -> None:
@@ -160,15 +153,15 @@ async def test_a_fetch_that_returned_keeps_its_other_pull_until_it_delivers(
     """A ``next()`` returns while its other pull is still alive: the inbox stays
     subscribed (it lingers) until that pull has delivered, and gives the message back."""
     c = await _consumer(js, "L")
+    before = nc.subscription_count
     task = await _two_pulls(nc, c)
     await js.publish("l", b"0")
     first = await asyncio.wait_for(task, SOON)
     assert first.data == b"0"
-    lingering = [s for s in nc._subs.values() if isinstance(s, Leftover)]
-    assert len(lingering) == 1 and lingering[0].owed == 1
+    assert nc.subscription_count == before + 1  # its inbox lingers
     await js.publish("l", b"1")  # to the lingering pull, the only one waiting
     await _until(lambda: nc.stats.stranded_naks == 1, "given back")
-    assert not [s for s in nc._subs.values() if isinstance(s, Leftover)]
+    assert nc.subscription_count == before  # all it owed came: gone
     m = await c.next(timeout=SOON)
     assert m.data == b"1" and m.metadata.num_delivered == 2
     await jetstream.ack_sync_all([first, m])
@@ -178,9 +171,9 @@ async def test_a_fetch_that_returned_keeps_its_other_pull_until_it_delivers(
 async def test_a_cancelled_fetch_gives_back_what_it_had(nc: Client, js: JetStream) -> None:
     c = await _consumer(js, "C")
     await _publish_together(js, "c", 3)
-    before = set(nc._subs)
+    before = nc.subscription_count
     task = asyncio.create_task(c.fetch(10, expires=SOON * 2))
-    await _until(lambda: _fetching(nc, 3), "three messages fetched")
+    await eventually(c, lambda i: i.num_ack_pending == 3)  # all three with the fetch
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -189,12 +182,13 @@ async def test_a_cancelled_fetch_gives_back_what_it_had(nc: Client, js: JetStrea
     assert all(m.metadata.num_delivered == 2 for m in msgs)
     assert nc.stats.stranded_naks == 3
     await nc.flush()
-    assert set(nc._subs) == before  # its inbox is gone too
+    assert nc.subscription_count == before  # its inbox is gone too
 
 
 async def test_a_stopped_iterator_gives_back_its_buffer(nc: Client, js: JetStream) -> None:
     c = await _consumer(js, "I")
     await _publish_together(js, "i", 10)
+    before = nc.subscription_count
     async with c.messages(max_messages=10, expires=SOON * 2) as it:
         first = await it.next(timeout=SOON)
         await first.ack_sync()
@@ -205,4 +199,4 @@ async def test_a_stopped_iterator_gives_back_its_buffer(nc: Client, js: JetStrea
     await jetstream.ack_sync_all(msgs)
     await eventually(c, lambda i: i.num_ack_pending == 0)
     await nc.flush()
-    assert not [s for s in nc._subs.values() if isinstance(s, Leftover)]
+    assert nc.subscription_count == before
