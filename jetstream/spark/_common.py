@@ -8,12 +8,12 @@ import asyncio
 import difflib
 import inspect
 import logging
+import random
 import threading
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._retry import retry_delay
 from ..errors import (
     ConnectionClosedError,
     JetStreamNotEnabledError,
@@ -400,4 +400,6 @@ async def patiently(what: str, timeout: float, attempt: Callable[[], Awaitable[T
                 ) from exc
             if tries == 1:
                 log.warning("%s: %s; waiting up to %.0fs", what, exc or type(exc).__name__, left)
-            await asyncio.sleep(min(retry_delay(tries, cap=2.0), left))
+            # backoff from 50 ms doubling to 2 s, with jitter
+            top = min(2.0, 0.05 * (1 << min(tries, 6)))
+            await asyncio.sleep(min(random.uniform(top / 2, top), left))
