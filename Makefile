@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo spark-demo spark-faults test test-native lint types unit bench bench-python bench-native chart soak faults faults-report clean
+.PHONY: demo spark-demo spark-faults test test-native test-thorough lint types unit bench bench-python bench-native chart soak faults faults-report clean
 
 # The benchmarks run the peers that need Python 3.13 (natsio, nats-core) beside ours and
 # nats-py in one venv, .venv-bench, built with the first Python >= 3.13 found (python3.14,
@@ -63,6 +63,11 @@ test: lint types
 # nats.go, the server profiles Go builds or reads), after Go and nats.go are installed.
 test-native: $(STAMP) $(GO_STAMP)
 	$(BIN)/python -m pytest -q -m native
+
+# The property tests with every example they ask for (`make test` runs a tenth of them:
+# the Hypothesis profile `ci`; this one is `thorough`).
+test-thorough: $(STAMP)
+	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q tests/unit tests/spark/test_frames.py
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

@@ -25,6 +25,7 @@ import pytest_asyncio
 from jetstream.embedded import NatsCluster, NatsServer
 from tests.certs import CertPaths, make_certs
 from tests.leaks import leak_message, settle_and_describe
+from tests.profiles import PROFILE
 
 
 @pytest.fixture
@@ -127,3 +128,7 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
 
         return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
     return {"asyncio": asyncio.new_event_loop}
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"hypothesis profile: {PROFILE} (HYPOTHESIS_PROFILE; make test-thorough: thorough)"

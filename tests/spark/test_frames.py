@@ -22,9 +22,10 @@ from jetstream.protocol.ops import PING, Msg, MsgRun, Op, OpsRun
 from jetstream.protocol.parser import Parser
 from jetstream.spark._columns import ColumnRun, Layout, column_run, run_columns
 from jetstream.spark._frames import RUN_MIN, FrameRun, digits, frame_run, view_array
+from tests.profiles import examples
 from tests.unit.test_parser_properties import encode, feed_pieces, msgs, ops_strategy
 
-PROPERTY = settings(max_examples=300, deadline=None)
+PROPERTY = settings(max_examples=examples(300), deadline=None)
 
 
 def expand(ops: Sequence[Op]) -> list[Op]:

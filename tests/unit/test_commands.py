@@ -19,6 +19,7 @@ from jetstream.protocol.commands import (
     encode_unsub,
 )
 from jetstream.protocol.headers import encode_headers
+from tests.profiles import examples
 
 
 def pub(
@@ -176,7 +177,7 @@ token = st.text(alphabet="abcXYZ019-_$é", min_size=1, max_size=8)
 subject = st.lists(token, min_size=1, max_size=4).map(".".join)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     subject,
     st.binary(max_size=3000),

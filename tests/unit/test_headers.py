@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from jetstream.errors import BadHeaderError, ProtocolError
 from jetstream.protocol import headers as headers_mod
 from jetstream.protocol.headers import Headers, encode_headers, parse_headers
+from tests.profiles import examples
 
 # --- Headers ---------------------------------------------------------------------
 
@@ -382,7 +383,7 @@ values = st.text(alphabet=value_chars, max_size=24).map(lambda v: v.strip(" \t")
 header_dicts = st.dictionaries(keys, st.lists(values, min_size=1, max_size=4), max_size=8)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(header_dicts)
 def test_round_trip(data: dict[str, list[str]]) -> None:
     block = encode_headers(data)
@@ -398,7 +399,7 @@ def test_round_trip(data: dict[str, list[str]]) -> None:
     assert encode_headers(parsed) == block
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.lists(st.tuples(keys, values), max_size=10))
 def test_round_trip_of_headers_built_with_add(pairs: list[tuple[str, str]]) -> None:
     h = Headers()
@@ -409,7 +410,7 @@ def test_round_trip_of_headers_built_with_add(pairs: list[tuple[str, str]]) -> N
     assert parsed.multi_items() == h.multi_items()
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     st.one_of(
         # anything: mostly refused
@@ -435,7 +436,7 @@ def test_encode_never_emits_a_bad_block(drawn: tuple[dict[str, str], bool]) -> N
     assert parsed == {k: v.strip(" \t") for k, v in data.items()}
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(
     st.one_of(
         st.binary(max_size=200),

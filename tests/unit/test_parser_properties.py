@@ -21,9 +21,10 @@ from jetstream.errors import ProtocolError
 from jetstream.protocol._common import run_length, run_pattern
 from jetstream.protocol.ops import OK, PING, PONG, Err, Info, Msg, Op
 from jetstream.protocol.parser import Parser
+from tests.profiles import examples
 from tests.unit.test_parser_runs import claimed
 
-PROPERTY = settings(max_examples=500, deadline=None)
+PROPERTY = settings(max_examples=examples(500), deadline=None)
 
 # --- a tiny server-side encoder ------------------------------------------------------
 
@@ -468,7 +469,7 @@ def test_run_pattern_counts_as_the_loop_does(
 # --- (e) the stream fuzz of the fault suite: 10k streams, hostile and valid mixed ----
 
 
-@settings(max_examples=10_000, deadline=None)
+@settings(max_examples=examples(10_000), deadline=None)
 @given(mutated_streams() | st.binary(max_size=200), st.data())
 def test_stream_fuzz_10k(data: bytes, draw: st.DataObject) -> None:
     """Ops or a ProtocolError, never another exception, never unbounded memory."""

@@ -21,6 +21,7 @@ from jetstream.protocol.subjects import (
     validate_subject,
     validate_subscribe_subject,
 )
+from tests.profiles import examples
 
 # Every character a subject may never hold: space, tab, CR, LF, NUL, the other
 # C0 controls and DEL.
@@ -197,7 +198,7 @@ _tricky = st.sampled_from(["a", "b", ".", "*", ">", " ", "\t", "\r", "\n", "\x00
 subject_text = st.text(alphabet=st.one_of(_tricky, st.characters()), max_size=24)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(subject_text)
 def test_publish_validation_matches_reference(subject: str) -> None:
     try:
@@ -208,7 +209,7 @@ def test_publish_validation_matches_reference(subject: str) -> None:
         assert reference_publish_ok(subject)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(subject_text)
 def test_subscribe_validation_matches_reference(subject: str) -> None:
     try:
@@ -219,7 +220,7 @@ def test_subscribe_validation_matches_reference(subject: str) -> None:
         assert reference_subscribe_ok(subject)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(subject_text)
 def test_queue_validation_matches_reference(queue: str) -> None:
     try:
