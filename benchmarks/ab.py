@@ -74,9 +74,11 @@ def sides(base: str, tmp: Path, base_benchmarks: bool) -> tuple[Path, Path]:
     return now, old
 
 
-def _run(module: str, args: Sequence[str], path: Path) -> dict[str, float]:
-    """Our rows of one run of ``module`` with ``path`` first on the import path: ops/s
-    per workload."""
+def _run(
+    module: str, args: Sequence[str], path: Path, impls: Sequence[str] = (OURS,)
+) -> dict[str, float]:
+    """Our rows (those of ``impls``) of one run of ``module`` with ``path`` first on the
+    import path: ops/s per workload (``workload, impl`` for another impl than ours)."""
     env = {**os.environ, "PYTHONPATH": str(path)}
     proc = subprocess.run(
         [sys.executable, "-m", module, "--json", "--repeat", "1", *args],
@@ -91,13 +93,19 @@ def _run(module: str, args: Sequence[str], path: Path) -> dict[str, float]:
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
             m = json.loads(line)
-            if m["impl"] == OURS and m["seconds"] > 0:
-                rates[m["workload"]] = m["ops"] / m["seconds"]
+            if m["impl"] in impls and m["seconds"] > 0:
+                name = m["workload"] if m["impl"] == OURS else f"{m['workload']}, {m['impl']}"
+                rates[name] = m["ops"] / m["seconds"]
     return rates
 
 
 def compare(
-    module: str, args: Sequence[str], now: Path, base: Path, rounds: int
+    module: str,
+    args: Sequence[str],
+    now: Path,
+    base: Path,
+    rounds: int,
+    impls: Sequence[str] = (OURS,),
 ) -> dict[str, tuple[float, float]]:
     """Per workload, the best rate in ``now`` and in ``base`` over ``rounds`` rounds of
     one run each, taking turns."""
@@ -105,7 +113,7 @@ def compare(
     pair_of = [now, base]
     for r in range(max(1, rounds)):
         for side in pair_of if r % 2 == 0 else pair_of[::-1]:
-            for workload, rate in _run(module, args, side).items():
+            for workload, rate in _run(module, args, side, impls).items():
                 pair = best.setdefault(workload, [0.0, 0.0])
                 i = 0 if side == now else 1
                 pair[i] = max(pair[i], rate)
@@ -114,11 +122,12 @@ def compare(
 
 def report(results: dict[str, tuple[float, float]], below: float) -> list[str]:
     """Lines: per workload both rates and their ratio, marked when below ``below``."""
-    lines = [f"{'workload':28s} {'now':>12s} {'base':>12s} {'now/base':>9s}"]
+    width = max([28, *map(len, results)])
+    lines = [f"{'workload':{width}s} {'now':>12s} {'base':>12s} {'now/base':>9s}"]
     for w, (now, before) in results.items():
         ratio = now / before
         mark = "  <- slower" if ratio < below else ""
-        lines.append(f"{w:28s} {now:12,.1f} {before:12,.1f} {ratio:9.2f}{mark}")
+        lines.append(f"{w:{width}s} {now:12,.1f} {before:12,.1f} {ratio:9.2f}{mark}")
     return lines
 
 
@@ -140,6 +149,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the base's own benchmarks on both sides (for a base older than the APIs "
         "this checkout's benchmarks call)",
     )
+    ap.add_argument(
+        "--impl",
+        action="append",
+        help="the rows of this impl count too (as the Spark benchmarks name ours: "
+        "'spark source', 'spark writer'); ours by default",
+    )
     opts = ap.parse_args(argv[:cut])
     module, *args = argv[cut + 1 :]
     with tempfile.TemporaryDirectory() as tmp:
@@ -153,7 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ).stdout
         if "--no-peers" in help_text and "--no-peers" not in args:
             args.append("--no-peers")
-        results = compare(module, args, now, base, opts.rounds)
+        impls = opts.impl or [OURS]
+        results = compare(module, args, now, base, opts.rounds, impls)
     if not results:
         print(f"error: {module} measured nothing of ours on both sides", file=sys.stderr)
         return 1
