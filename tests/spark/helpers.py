@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import jetstream
 from jetstream import StreamConfig
 from jetstream.api import StorageType
@@ -151,3 +153,9 @@ class Progress:
     def now(self, query: Any) -> list[dict[str, Any]]:
         """The batches of a running ``query`` that read rows, heard so far."""
         return [p for p in self.seen.get(query.id, []) if p["numInputRows"]]
+
+
+#: for a test whose code takes the same path in a Spark Connect session as in a classic one
+#: (what the executors read and write, the benchmarks): it runs in the classic session
+#: only, where every other test of the ``spark`` fixture runs in both
+classic_only = pytest.mark.parametrize("spark", ["classic"], indirect=True)

@@ -8,8 +8,10 @@ from typing import Any
 
 from benchmarks._spark_kv import bench_kv_sink, report_kv_sink
 from jetstream.embedded import NatsServer
+from tests.spark.helpers import classic_only
 
 
+@classic_only
 def test_the_kv_sink_benchmark_runs(
     spark: Any, module_nats_server: NatsServer, capsys: Any
 ) -> None:

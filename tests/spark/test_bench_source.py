@@ -9,8 +9,10 @@ from typing import Any
 
 from benchmarks._spark_source import available_now, bench_source, report_source
 from jetstream.embedded import NatsServer
+from tests.spark.helpers import classic_only
 
 
+@classic_only
 def test_the_source_benchmark_runs(
     spark: Any, module_nats_server: NatsServer, tmp_path: Path, capsys: Any
 ) -> None:

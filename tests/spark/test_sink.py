@@ -11,7 +11,7 @@ import pytest
 
 from jetstream.embedded import NatsServer
 from jetstream.spark import SparkConfigError, SparkWriteError, foreach_batch_sink, write_dataframe
-from tests.spark.helpers import make_stream, read_all, stream_state, write_parquet
+from tests.spark.helpers import classic_only, make_stream, read_all, stream_state, write_parquet
 
 SCHEMA = "id long, value string"
 
@@ -104,6 +104,7 @@ def test_crash_half_way_then_restart_from_checkpoint(
         assert sink.last_report.duplicates == stored_after_crash
 
 
+@classic_only
 def test_key_column_json_rows_headers_and_subject_column(
     spark: Any, module_nats_server: NatsServer
 ) -> None:

@@ -12,7 +12,7 @@ import jetstream
 from jetstream.embedded import NatsServer
 from jetstream.spark import foreach_batch_sink
 from tests import leaks
-from tests.spark.helpers import consumer_count, make_stream, publish, read_all
+from tests.spark.helpers import classic_only, consumer_count, make_stream, publish, read_all
 
 
 def _stream_to_parquet(spark: Any, url: str, out: Path, ckpt: Path, **options: str) -> None:
@@ -34,6 +34,7 @@ def _stream_to_parquet(spark: Any, url: str, out: Path, ckpt: Path, **options: s
         q.stop()
 
 
+@classic_only
 def test_every_message_once_across_a_restart_from_the_checkpoint(
     spark: Any, module_nats_server: NatsServer, tmp_path: Path
 ) -> None:
@@ -59,6 +60,7 @@ def test_every_message_once_across_a_restart_from_the_checkpoint(
     assert len(commits) == 6
 
 
+@classic_only
 def test_batch_read_with_filters_headers_and_bounds(
     spark: Any, module_nats_server: NatsServer
 ) -> None:

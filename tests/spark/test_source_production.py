@@ -15,7 +15,7 @@ import pytest
 import jetstream
 from jetstream.embedded import NatsServer
 from tests import leaks
-from tests.spark.helpers import Progress, make_stream, publish
+from tests.spark.helpers import Progress, classic_only, make_stream, publish
 
 
 def _read(spark: Any, url: str, stream: str, **options: str) -> Any:
@@ -108,6 +108,7 @@ def test_available_now_drains_in_bounded_batches_and_leaves_later_messages(
     assert _seqs(spark, out) == list(range(1, 451))
 
 
+@classic_only
 def test_read_limits_bytes_and_min_rows(
     spark: Any, module_nats_server: NatsServer, tmp_path: Path
 ) -> None:

@@ -17,7 +17,7 @@ from jetstream import ConsumerConfig, JsMsg
 from jetstream.embedded import NatsServer
 from jetstream.spark import SparkConfigError, foreach_batch_sink
 from tests import leaks
-from tests.spark.helpers import make_stream, read_all
+from tests.spark.helpers import classic_only, make_stream, read_all
 
 
 def _process_traces(url: str, provider: TracerProvider, n: int) -> None:
@@ -43,6 +43,7 @@ def _process_traces(url: str, provider: TracerProvider, n: int) -> None:
     leaks.run(go())
 
 
+@classic_only
 def test_rows_carry_the_trace_context(spark: Any, module_nats_server: NatsServer) -> None:
     url = module_nats_server.url
     make_stream(url, "TRS", ["trs.>"])

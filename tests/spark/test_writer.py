@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jetstream.embedded import NatsServer
-from tests.spark.helpers import make_stream, read_all, stream_state, write_parquet
+from tests.spark.helpers import classic_only, make_stream, read_all, stream_state, write_parquet
 
 SCHEMA = "id long, value string"
 
@@ -93,6 +93,7 @@ def test_stream_writer_exactly_once_across_a_crash_and_restart(
     assert (committed[0]["first_seq"], committed[0]["last_seq"]) == (stored_after_crash + 1, n)
 
 
+@classic_only
 def test_batch_writer_job_id_and_key_col(spark: Any, module_nats_server: NatsServer) -> None:
     url = module_nats_server.url
     make_stream(url, "WBATCH", ["wb.>"])
