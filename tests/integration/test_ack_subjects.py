@@ -157,9 +157,17 @@ async def test_push_flow_control_on_v2_subjects(nc: Client, js: JetStream, domai
     it = consumer.messages()
     assert isinstance(it, PushStream)
     async with it:
-        spy = await nc.subscribe(inbox, cb=lambda m: control.append(m) if m.status else None)
+        asked = asyncio.Event()
+
+        def on_control(m: Msg) -> None:
+            if m.status:
+                control.append(m)
+                if m.reply:
+                    asked.set()
+
+        spy = await nc.subscribe(inbox, cb=on_control)
         try:
-            await asyncio.sleep(1.5)  # let the server wait for a flow-control answer
+            await asyncio.wait_for(asked.wait(), 20)  # the server waits for a flow-control answer
             seqs = []
             for _ in range(total):
                 msg = await it.next(timeout=20)

@@ -345,7 +345,10 @@ async def test_term_stops_redelivery(js: JetStream) -> None:
     c = await s.create_consumer(ConsumerConfig(durable_name="tm", ack_wait=0.5))
     msg = await c.next(timeout=5)
     await msg.term("bad")
-    await asyncio.sleep(1.5)
+    # terminated: nothing is pending on the consumer, so nothing can come again after
+    # ack_wait (0.5 s), nor came in the meantime
+    info = await eventually(c, lambda i: i.num_ack_pending == 0)
+    assert info.num_redelivered == 0
     assert await c.fetch_no_wait(1) == []
 
 

@@ -137,11 +137,20 @@ async def test_flow_control_with_a_slow_reader(nc: Client, js: JetStream) -> Non
     control: list[Msg] = []
     async with _push(consumer.messages()) as it:
         # A plain subscription on the same subject sees the control messages too.
-        spy = await nc.subscribe(inbox, cb=lambda m: control.append(m) if m.status else None)
+        asked = asyncio.Event()
+
+        def on_control(m: Msg) -> None:
+            if m.status:
+                control.append(m)
+                if m.reply and m.reply.startswith("$JS.FC."):
+                    asked.set()
+
+        spy = await nc.subscribe(inbox, cb=on_control)
         try:
-            # The reader takes nothing for a few heartbeats: the server must wait for the
-            # flow-control answer instead of pushing the whole stream into the buffer.
-            await asyncio.sleep(3.5)
+            # The reader takes nothing: once the server asks for flow control it must wait
+            # for the answer instead of pushing the whole stream into the buffer.
+            await asyncio.wait_for(asked.wait(), 20)
+            await nc.flush()  # what the server sent before it asked has come
             held_back = it.pending
             seqs: list[int] = []
             while len(seqs) < total:
@@ -205,9 +214,19 @@ async def test_missed_heartbeats_are_reported(nats_server: NatsServer) -> None:
             errors.append(exc)
             reported.set()
 
+        beats = asyncio.Event()
+        seen: list[Msg] = []
+
+        def on_beat(m: Msg) -> None:
+            if m.status == 100:
+                seen.append(m)
+                if len(seen) >= 3:
+                    beats.set()
+
         async with _push(consumer.messages(error_cb=on_error)) as it:
-            await nc.flush()
-            await asyncio.sleep(1.5)  # heartbeats flow: nothing to report
+            spy = await nc.subscribe(consumer.cached_info.config.deliver_subject, cb=on_beat)
+            await asyncio.wait_for(beats.wait(), 15)  # heartbeats flow: nothing to report
+            await spy.unsubscribe()
             assert errors == []
             nats_server.pause()
             try:
