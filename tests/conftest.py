@@ -132,3 +132,22 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
 
 def pytest_report_header(config: pytest.Config) -> str:
     return f"hypothesis profile: {PROFILE} (HYPOTHESIS_PROFILE; make test-thorough: thorough)"
+
+
+# --------------------------------------------------------------------------- parallel runs
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``): the tests of a
+    module stay together on one worker, in order (module-scoped servers, the docs' pages
+    run in sequence), and the Spark tests of each kind of session go to one worker of
+    their own, so that a worker starts one Spark session at most."""
+    if not hasattr(config, "workerinput") and not getattr(config.option, "numprocesses", None):
+        return
+    for item in items:
+        group = item.nodeid.split("::", 1)[0]
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("spark") if callspec is not None else None
+        if kind is not None:
+            group = f"spark-{kind}"
+        item.add_marker(pytest.mark.xdist_group(group))
