@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo spark-demo spark-faults test test-native test-thorough lint types unit bench bench-python bench-native chart soak faults faults-report clean
+.PHONY: demo spark-demo spark-faults test test-native test-thorough test-versions lint types unit bench bench-python bench-native chart soak faults faults-report clean
 
 # The benchmarks run the peers that need Python 3.13 (natsio, nats-core) beside ours and
 # nats-py in one venv, .venv-bench, built with the first Python >= 3.13 found (python3.14,
@@ -74,6 +74,39 @@ test-native: $(STAMP) $(GO_STAMP)
 test-thorough: $(STAMP)
 	HYPOTHESIS_PROFILE=thorough $(BIN)/python -m pytest -q tests/unit tests/spark/test_frames.py
 
+# Every CPython from 3.11 up that the machine has, as BENCH_PYTHON finds a 3.13: python3.N
+# on PATH (a pyenv shim counts where it runs), else the newest of pyenv's 3.N.x. Each gets a
+# venv of its own, .venv-3.N, with the runtime extras, the tests' packages and pyspark where
+# it installs; there the unit tests and a short integration subset run (connect, core
+# publish/subscribe and request, JetStream publish and consume, KV: about a minute).
+python_of = $(shell p=$$(python$(1) -c 'import sys; print(sys.executable)' 2>/dev/null) || \
+	{ r=$$(pyenv root 2>/dev/null) && p=$$(ls -d $$r/versions/$(1).[0-9]*/bin/python3 2>/dev/null \
+	| grep -E '/[0-9]+\.[0-9]+\.[0-9]+/bin/' | sort -V | tail -1); }; echo $$p)
+TEST_VERSIONS ?= $(strip $(foreach v,3.11 3.12 3.13 3.14 3.15 3.16 3.17 3.18 3.19,\
+	$(if $(call python_of,$(v)),$(v))))
+VERSIONS_SUBSET := tests/integration/test_client.py tests/integration/test_js.py \
+	tests/integration/test_consume.py tests/integration/test_kv.py
+# where pyspark does not install, the unit tests that import jetstream.spark are left out
+NO_SPARK := --ignore=tests/unit/test_spark_plan.py \
+	--deselect=tests/unit/test_tracing_off.py::test_importing_jetstream_imports_no_opentelemetry
+
+.venv-%/.installed-versions: pyproject.toml
+	$(call python_of,$*) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --upgrade pip
+	.venv-$*/bin/python -m pip install --quiet -e ".[uvloop,nkeys,cli,server,otel,test]"
+	.venv-$*/bin/python -m pip install --quiet -e ".[spark]" \
+		|| echo "Python $*: pyspark does not install; its unit tests are left out"
+	touch $@
+
+test-versions: $(foreach v,$(TEST_VERSIONS),.venv-$(v)/.installed-versions)
+	@[ -n "$^" ] || { echo "no CPython 3.11 or later found"; exit 1; }
+	@passed=; failed=; for v in $(patsubst .venv-%/.installed-versions,%,$^); do \
+		py=.venv-$$v/bin/python; echo "== Python $$($$py -c 'import platform; print(platform.python_version())')"; \
+		skip=; $$py -c 'import pyspark, pyarrow' 2>/dev/null || skip="$(NO_SPARK)"; \
+		if $$py -m pytest -q -p no:cacheprovider tests/unit $(VERSIONS_SUBSET) $$skip; \
+		then passed="$$passed $$v"; else failed="$$failed $$v"; fi; \
+	done; echo "passed:$${passed:- none}; failed:$${failed:- none}"; [ -z "$$failed" ]
+
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
 
@@ -127,4 +160,4 @@ faults-report: $(STAMP)
 	$(BIN)/python -m tests.faults.report $(REPORT)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .mypy_cache .ruff_cache .pytest_cache .hypothesis
