@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import re
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,8 @@ _DEL_HEADERS = {KV_OPERATION: "DEL"}
 # an expected last sequence no key reaches: the write is refused, nothing is stored
 _IMPOSSIBLE_SEQ = 2**63 - 1
 _PURGE_HEADERS = {KV_OPERATION: "PURGE", NATS_ROLLUP: "sub"}
+# how a refused write names the subject's latest sequence ("wrong last sequence: 12")
+_NAMED_REVISION = re.compile(r"wrong last sequence: (\d+)")
 
 
 class KeyValue:
@@ -267,27 +270,58 @@ class KeyValue:
         """Store ``value`` only if ``key`` holds no value: it was never written, or its
         last operation was a delete or purge. Returns the revision.
 
+        A key with revisions is written on top of its latest one when that is a delete
+        or purge. The server's refusal of a first write names that revision, and that
+        revision is read by its number: every replica that has it has the same message,
+        where a read of the key's latest could come from a replica behind the others
+        (ADR-53). If the key changes meanwhile (deleted again, say), the same is done
+        with the revision the next refusal names, for the context's timeout.
+
         Raises:
             KeyExistsError: the key holds a value (a ``KeyWrongLastSequenceError``).
+            TimeoutError: the key kept changing, or its latest revision was on no
+                replica that answered, for the context's timeout.
         """
-        try:
-            return await self.update(key, value, 0, ttl=ttl)
-        except KeyWrongLastSequenceError as first:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._js.timeout
+        last = 0
+        while True:
             try:
+                return await self.update(key, value, last, ttl=ttl)
+            except KeyWrongLastSequenceError as exc:
+                refused = exc
+            last = await self._marker(key, refused)
+            if loop.time() >= deadline:
+                raise NatsTimeoutError(
+                    f"bucket {self.bucket!r}: create of key {key!r} could not tell whether "
+                    f"it holds a value within {self._js.timeout:g} s: {refused.description}"
+                )
+
+    async def _marker(self, key: str, refused: KeyWrongLastSequenceError) -> int:
+        """The revision a ``create`` refused with ``refused`` may write on: the key's
+        latest, a delete or purge marker; 0 to be refused again when that revision is
+        gone already or not on the replica that answered.
+
+        Raises:
+            KeyExistsError: the key's latest revision holds a value.
+        """
+        named = _NAMED_REVISION.search(refused.description or "")
+        try:
+            if named is None:  # a server that does not name it: the key's latest
                 await self.get(key)
-            except KeyDeletedError as deleted:
-                try:
-                    return await self.update(key, value, deleted.entry.revision, ttl=ttl)
-                except KeyWrongLastSequenceError:
-                    pass  # someone else got there first
-            except KeyNotFoundError:
-                pass
-            raise KeyExistsError(
-                first.code,
-                first.err_code,
-                f"bucket {self.bucket!r}: key {key!r} exists",
-                request=first.request,
-            ) from None
+            else:
+                await self.get(key, revision=int(named.group(1)))
+        except KeyDeletedError as deleted:
+            return int(deleted.entry.revision)
+        except KeyNotFoundError:
+            if named is not None:
+                return 0
+        raise KeyExistsError(
+            refused.code,
+            refused.err_code,
+            f"bucket {self.bucket!r}: key {key!r} exists",
+            request=refused.request,
+        ) from None
 
     async def delete(self, key: str, *, last: int | None = None) -> int:
         """Mark ``key`` deleted (its history is kept); returns the revision of the marker.
