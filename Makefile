@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo spark-demo spark-faults test test-native test-thorough test-versions lint types unit bench bench-python bench-native chart soak faults faults-report clean
+.PHONY: demo spark-demo spark-faults test test-native test-thorough test-versions fuzz lint types unit bench bench-python bench-native chart soak faults faults-report clean
 
 # The benchmarks run the peers that need Python 3.13 (natsio, nats-core) beside ours and
 # nats-py in one venv, .venv-bench, built with the first Python >= 3.13 found (python3.14,
@@ -107,6 +107,23 @@ test-versions: $(foreach v,$(TEST_VERSIONS),.venv-$(v)/.installed-versions)
 		then passed="$$passed $$v"; else failed="$$failed $$v"; fi; \
 	done; echo "passed:$${passed:- none}; failed:$${failed:- none}"; [ -z "$$failed" ]
 
+# Coverage-guided fuzzing (HypoFuzz) of the parser, header, subject, command-encoding and
+# ack-subject properties for MINUTES, from the saved corpus (tests/fuzz-corpus), which it
+# grows; it reports per test the inputs tried, the behaviors reached and any failure
+# (tests/fuzz.py). In .venv-fuzz: HypoFuzz hooks into every Hypothesis run of its venv.
+MINUTES ?= 10
+FVENV := .venv-fuzz
+FSTAMP := $(FVENV)/.installed-fuzz
+
+$(FSTAMP): pyproject.toml
+	$(PYTHON) -m venv $(FVENV)
+	$(FVENV)/bin/python -m pip install --quiet --upgrade pip
+	$(FVENV)/bin/python -m pip install --quiet -e ".[fuzz]"
+	touch $@
+
+fuzz: $(FSTAMP)
+	$(FVENV)/bin/python -m tests.fuzz --minutes $(MINUTES)
+
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
 
@@ -143,6 +160,16 @@ chart: $(STAMP) $(if $(BENCH_PYTHON),$(BSTAMP))
 soak: $(STAMP)
 	$(BIN)/python -m tests.faults.soak --seconds 600
 
+# Not part of `make test` (which runs a minute of it, seed 21): MINUTES of random faults
+# (kill -9, SIGSTOP, lame duck, step-downs, cuts, blackholes, latency) under every kind of
+# work at once, every operation in a history, then the checker's report. SEED replays a
+# schedule (default: a new seed, printed).
+MINUTES ?= 10
+SEED ?=
+.PHONY: nemesis
+nemesis: $(STAMP)
+	$(BIN)/python -m tests.nemesis --minutes $(MINUTES) $(if $(SEED),--seed $(SEED))
+
 # The Spark fault matrix whole: every path of the Spark adapter against every fault, and the
 # Spark Connect cells (about half an hour; `make test` runs one cell per path).
 spark-faults: $(STAMP)
@@ -160,4 +187,4 @@ faults-report: $(STAMP)
 	$(BIN)/python -m tests.faults.report $(REPORT)
 
 clean:
-	rm -rf $(VENV) .venv-3.* .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* $(FVENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
