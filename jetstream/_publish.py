@@ -143,7 +143,8 @@ class Publishing:
             ttl: per-message TTL in seconds (the stream needs ``allow_msg_ttl``).
             timeout: seconds for the whole call (default: the context's).
             retry_attempts: an optional cap on the retries (None: until the deadline).
-            retry_wait: the first backoff, in seconds (above 1 s: every backoff's).
+            retry_wait: the first backoff, in seconds (above 1 s: every backoff's until the
+                stream's new leader is announced, then the short one).
 
         Raises:
             NoStreamError: no stream stores ``subject`` (a ``NoRespondersError``).
@@ -225,7 +226,7 @@ class Publishing:
         nc = self._nc
         loop = nc._loop
         streams = self._streams
-        cap = max(RETRY_CAP, retry_wait)
+        base, cap = retry_wait, max(RETRY_CAP, retry_wait)
         attempts = 1
         step = 1  # of the backoff: started again when the stream's new leader is announced
         while True:
@@ -234,7 +235,7 @@ class Publishing:
                 raise _gave_up(cause, subject, attempts, f"(retry_attempts={retry_attempts})")
             if left < 0.01:
                 raise _gave_up(cause, subject, attempts, "before the call's deadline")
-            delay = min(retry_delay(step, base=retry_wait, cap=cap), left / 2)
+            delay = min(retry_delay(step, base=base, cap=cap), left / 2)
             step += 1
             if isinstance(cause, NoRespondersError):
                 # Is there a stream to wait for? (Asked once, after the first 503.)
@@ -244,7 +245,11 @@ class Publishing:
                 if woken is False:
                     raise no_stream_error(subject, attempts) from cause
                 if woken:
+                    # the new leader is there: a 503 now only means that its interest
+                    # has not reached this server yet, so the short backoff from here on
+                    # (not the caller's long retry_wait)
                     step = 1
+                    base, cap = RETRY_BASE, RETRY_CAP
             else:
                 await asyncio.sleep(delay)
             left = deadline - loop.time()
