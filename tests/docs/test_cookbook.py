@@ -1,6 +1,7 @@
 """docs/cookbook.md says that any one of its recipes runs after the page's first block, in
-any order: here each runs alone after it, the last recipe first, each printing its Output
-blocks. (The page as a whole, in order, runs in ``tests/docs/test_sequence.py``.)"""
+any order: here each runs alone after it, the last recipe first, pasted into ``python -m
+asyncio`` as a reader would, each printing its Output blocks. (The page as a whole, in
+order, runs in ``tests/docs/test_sequence.py``, as a file and pasted.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 from jetstream import Client
 from jetstream.embedded import NatsServer
-from tests.docs.test_docs import Block, _page_blocks, run_block
+from tests.docs.runners import run_pasted
+from tests.docs.test_docs import Block, _page_blocks
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "cookbook.md"
 
@@ -57,7 +59,7 @@ async def test_a_recipe_runs_alone(title: str, blocks: list[Block], server: Nats
     namespace: dict[str, object] = {"__name__": "__docs__"}
     try:
         for block in [*FIRST, *blocks]:
-            printed = await run_block(block, namespace)
+            printed = await run_pasted(block, namespace)
             if block.output is not None:
                 assert printed.rstrip() == block.output.rstrip(), f"{block.where}: {printed}"
     finally:

@@ -6,6 +6,12 @@ fails its page's test):
 - A ```python block is top-level code as you would type it into ``python -m asyncio``:
   ``await`` works at the top level, and there is no ``asyncio.run()`` (a whole script
   belongs in ``examples/``, where ``tests/examples`` runs it).
+- A block runs both ways getting-started.md offers (``tests/docs/runners.py``): pasted
+  into ``python -m asyncio`` on Python 3.11, so a blank line ends each indented block
+  that another statement follows, and none stands inside one (checked here by pasting
+  the block into the console's own compiler), and as a file, the page's blocks in an
+  ``async def main()`` (so no ``global`` statement, no ``import *``).
+  ``tests/docs/test_sequence.py`` runs the pages both ways.
 - The blocks of one page run in order, in one namespace: a page is one session, so a
   later block uses the ``nc`` or ``js`` an earlier block made. Pages read the server URL
   with ``os.environ.get("NATS_URL", "nats://127.0.0.1:4222")``; the test sets
@@ -45,6 +51,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs.runners import PasteError, file_source, paste, run_page_as_file, run_pasted
 from tests.examples.test_examples import CHECKS as EXAMPLE_CHECKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,6 +194,22 @@ def check_block(block: Block, page_text: str) -> None:
         tree = ast.parse(block.code, block.where)  # top-level await parses
     except SyntaxError as exc:
         raise ConventionError(f"{block.where}: not valid Python: {exc}") from None
+    try:
+        paste(block)
+    except PasteError as exc:
+        raise ConventionError(str(exc)) from None
+    try:
+        compile(file_source([block]), block.where, "exec")
+    except SyntaxError as exc:
+        raise ConventionError(
+            f"{block.where}: in an async def main(), as a file: {exc.msg}"
+        ) from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            raise ConventionError(
+                f"{block.where}: no global statement: in a file the samples run in an "
+                "async def main(), where the name would not be the page's"
+            )
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Call)
@@ -300,6 +323,19 @@ def _check_text(text: str) -> list[Block]:
         ('```python\nx = 1\n```\nprose\n```text title="Output"\n1\n```\n', "text between"),
         ("```sh\npython examples/nope.py\n```\n", "no example"),
         ("```sh\npython -m benchmarks.bench_nope\n```\n", "no benchmark module"),
+        # pasted into python -m asyncio: the line after a block is part of its statement
+        ("```python\nfor i in range(2):\n    print(i)\nprint(2)\n```\n", "python -m asyncio"),
+        # ... and a blank line inside a block ends it
+        (
+            "```python\nfor i in range(2):\n    x = i\n\n    print(x)\n```\n",
+            "IndentationError",
+        ),
+        ("```python\nfrom os import *\n```\n", "async def main"),
+        (
+            "```python\nn = 0\n\n\ndef bump() -> None:\n    global n\n    n += 1\n\n\n"
+            "bump()\n```\n",
+            "no global statement",
+        ),
     ],
 )
 def test_the_convention_is_enforced(sample: str, complaint: str) -> None:
@@ -360,3 +396,51 @@ async def test_blocks_share_a_namespace_and_output_is_captured() -> None:
     namespace: dict[str, object] = {}
     assert await run_block(blocks[0], namespace) == ""
     assert await run_block(blocks[1], namespace) == "42\n"
+
+
+@pytest.mark.asyncio
+async def test_a_pasted_block_runs_statement_by_statement_as_the_repl_runs_it() -> None:
+    (block,) = _check_text(
+        """
+        ```python
+        tasks = [await asyncio.sleep(0, asyncio.current_task())]
+        for i in range(2):
+            tasks.append(await asyncio.sleep(0, asyncio.current_task()))
+
+        print(len(set(tasks)), i)
+        await asyncio.sleep(0, "echoed by the REPL, not printed")
+        ```
+        """
+    )
+    namespace: dict[str, object] = {}
+    # asyncio is imported at the prompt; each statement that awaits is a task of its own
+    assert await run_pasted(block, namespace) == "2 1\n"
+    assert asyncio.current_task() not in namespace["tasks"]  # type: ignore[operator]
+
+
+@pytest.mark.asyncio
+async def test_a_page_runs_as_a_file_in_an_async_main() -> None:
+    blocks = _check_text(
+        """
+        ```python
+        import asyncio
+        n = await asyncio.sleep(0, 41)
+        ```
+
+        ```python
+        print(n + 1)
+        ```
+
+        ```python
+        print(1 / (n - 41))
+        ```
+        """
+    )
+    printed: list[str] = []
+    namespace: dict[str, object] = {}
+    with pytest.raises(AssertionError, match=r"sample.md:12, run as a file .*ZeroDivisionError"):
+        await run_page_as_file(blocks, namespace, lambda b, out: printed.append(out))
+    assert printed == []  # nothing is checked when the file fails
+    await run_page_as_file(blocks[:2], namespace, lambda b, out: printed.append(out))
+    assert printed == ["", "42\n"]
+    assert namespace["n"] == 41  # what the page made, for the caller to close

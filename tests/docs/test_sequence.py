@@ -7,16 +7,19 @@ The steps, in the order of reading:
    line is matched);
 2. the README's Python example, run as the script it is, which must print its Output
    block;
-3. every page in the order of ``mkdocs.yml``'s nav, each block as it comes: the python
-   blocks in one namespace, each printing its Output block (``tests/docs/test_docs.py``
-   gives the convention), the example scripts a page shows whole
-   (``--8<-- "examples/<name>.py"``), run against the same server and checked as
-   ``tests/examples`` checks them, and the console sessions of a page (``cli.md``).
+3. every page in the order of ``mkdocs.yml``'s nav: its python blocks, each printing its
+   Output block (``tests/docs/test_docs.py`` gives the convention), the example scripts a
+   page shows whole (``--8<-- "examples/<name>.py"``), run against the same server and
+   checked as ``tests/examples`` checks them, and the console sessions of a page
+   (``cli.md``).
 
 All of them run against one nats-server, started once, and then all of them again on the
-same server. Nothing is deleted in between: each page makes streams and buckets of names
-of its own and removes them at its end, and no two pages use the same message id, so a
-page works whatever a reader ran before it, and again. (Examples shown only in sections,
+same server: the first time with each page's python blocks run as a file (in an ``async
+def main()``), the second time pasted into ``python -m asyncio``, block by block in order
+with the rest, the two ways getting-started.md offers (``tests/docs/runners.py``).
+Nothing is deleted in between: each page makes streams and buckets of names of its own
+and removes them at its end, and no two pages use the same message id, so a page works
+whatever a reader ran before it, and again. (Examples shown only in sections,
 those of the PySpark page, need Spark: ``tests/spark`` runs them.)
 """
 
@@ -36,16 +39,19 @@ import yaml
 
 from jetstream import Client
 from jetstream.embedded import NatsServer
+from tests.docs.runners import run_page_as_file, run_pasted
 from tests.docs.test_cli_page import console_sessions, run_command
-from tests.docs.test_docs import PAGE_TIMEOUT, Block, _page_blocks, parse_blocks, run_block
+from tests.docs.test_docs import PAGE_TIMEOUT, Block, _page_blocks, parse_blocks
 from tests.docs.test_mkdocs import _nav_pages
 from tests.examples.test_examples import CHECKS, run_example
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
-#: how many times the whole sequence runs on the one server
-ROUNDS = 2
+#: how the python blocks run in each round of the sequence on the one server: the two ways
+#: getting-started.md offers (``tests/docs/runners.py``)
+WAYS = ("file", "pasted")
+ROUNDS = len(WAYS)
 
 
 @dataclass(frozen=True)
@@ -124,10 +130,23 @@ def _run_script(block: Block, url: str) -> None:
     )
 
 
-async def _run_page(step: Step, url: str) -> None:
+def _check_output(block: Block, printed: str) -> None:
+    if block.output is not None:
+        assert printed.rstrip() == block.output.rstrip(), (
+            f"{block.where}: printed\n{printed}\ninstead of the page's Output\n{block.output}"
+        )
+
+
+async def _run_page(step: Step, url: str, way: str) -> None:
+    """Run a page ``way``: "pasted" runs each python block as pasted into ``python -m
+    asyncio``, in order with the rest; "file" runs the page's python blocks as one file
+    (``tests/docs/runners.py``), then its examples and console sessions."""
     namespace: dict[str, object] = {"__name__": "__docs__"}
+    python = [b for b in step.blocks if b.lang == "python" and not b.snippets]
     try:
         async with asyncio.timeout(PAGE_TIMEOUT):
+            if way == "file" and python:
+                await run_page_as_file(python, namespace, _check_output)
             for block in step.blocks:
                 if block.lang == "console":
                     for command, shown in console_sessions(_fenced(block)):
@@ -141,13 +160,8 @@ async def _run_page(step: Step, url: str) -> None:
                         if name in CHECKS:
                             out = await asyncio.to_thread(run_example, name, url=url)
                             CHECKS[name](out)
-                else:
-                    printed = await run_block(block, namespace)
-                    if block.output is not None:
-                        assert printed.rstrip() == block.output.rstrip(), (
-                            f"{block.where}: printed\n{printed}\ninstead of the page's "
-                            f"Output\n{block.output}"
-                        )
+                elif way == "pasted":
+                    _check_output(block, await run_pasted(block, namespace))
     finally:
         for value in list(namespace.values()):
             if isinstance(value, Client):
@@ -158,7 +172,7 @@ async def _run_page(step: Step, url: str) -> None:
 @pytest.mark.parametrize(
     ("round_", "step"),
     [(r, s) for r in range(1, ROUNDS + 1) for s in STEPS],
-    ids=[f"{r}-{s.name}" for r in range(1, ROUNDS + 1) for s in STEPS],
+    ids=[f"{r}-{WAYS[r - 1]}-{s.name}" for r in range(1, ROUNDS + 1) for s in STEPS],
 )
 async def test_step(round_: int, step: Step, server: NatsServer) -> None:
     """One step of the sequence, on the server the steps before it used."""
@@ -166,7 +180,7 @@ async def test_step(round_: int, step: Step, server: NatsServer) -> None:
         (block,) = step.blocks
         await asyncio.to_thread(_run_script, block, server.url)
     else:
-        await _run_page(step, server.url)
+        await _run_page(step, server.url, WAYS[round_ - 1])
 
 
 # ------------------------------------------------------------------------------ the names
