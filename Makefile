@@ -111,6 +111,7 @@ test-versions: $(foreach v,$(TEST_VERSIONS),.venv-$(v)/.installed-versions)
 # ack-subject properties for MINUTES, from the saved corpus (tests/fuzz-corpus), which it
 # grows; it reports per test the inputs tried, the behaviors reached and any failure
 # (tests/fuzz.py). In .venv-fuzz: HypoFuzz hooks into every Hypothesis run of its venv.
+# FUZZ_WORKERS: its processes (default: one a core).
 MINUTES ?= 10
 FVENV := .venv-fuzz
 FSTAMP := $(FVENV)/.installed-fuzz
@@ -122,7 +123,7 @@ $(FSTAMP): pyproject.toml
 	touch $@
 
 fuzz: $(FSTAMP)
-	$(FVENV)/bin/python -m tests.fuzz --minutes $(MINUTES)
+	$(FVENV)/bin/python -m tests.fuzz --minutes $(MINUTES) $(if $(FUZZ_WORKERS),--workers $(FUZZ_WORKERS))
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
