@@ -11,7 +11,7 @@ imports this one.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core._connect import connect as _core_connect
 from .core._connect import with_client_type
@@ -21,7 +21,9 @@ from .js import JetStreamContext
 from .kv.manager import KeyValueManager
 from .objectstore.manager import ObjectStoreManager
 from .schedule import Schedules
-from .service import Service, ServiceConfig, start_service
+
+if TYPE_CHECKING:
+    from .service import Service, ServiceConfig
 
 __all__ = ["Client", "JetStream", "connect"]
 
@@ -61,6 +63,9 @@ class Client(CoreClient):
             ServiceConfigError: a name, the version, a queue group or metadata is invalid.
             BadSubjectError: a group prefix or endpoint subject is invalid.
         """
+        # jetstream.service is imported by the first service, not by every connection.
+        from .service import ServiceConfig, start_service
+
         if config is None:
             config = ServiceConfig(**fields)
         elif fields:

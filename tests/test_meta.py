@@ -6,6 +6,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
+
+import pytest
 
 import jetstream
 import jetstream.core
@@ -55,3 +59,33 @@ def test_connect_hands_out_the_composed_client() -> None:
         assert not hasattr(JetStreamContext, name), name
         assert callable(getattr(jetstream.JetStream, name)), name
     assert callable(jetstream.JetStream.dead_letters)
+
+
+def _loaded_after(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running ``code``."""
+    done = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(done.stdout.split())
+
+
+def test_import_jetstream_loads_its_names_on_first_use() -> None:
+    """``import jetstream`` is the package and its version alone (each name comes with
+    its module on first use, benchmarks/import_time.py measures it); connecting needs no
+    optional integration: no service, tracing, Spark or CLI module, nor their packages."""
+    ours = {m for m in _loaded_after("import jetstream") if m.startswith("jetstream")}
+    assert ours == {"jetstream", "jetstream._version"}
+    loaded = _loaded_after("import jetstream\njetstream.connect\njetstream.StreamConfig")
+    optional = ("jetstream.service", "jetstream.spark", "jetstream.cli", "jetstream.testing")
+    optional += ("jetstream._tracing", "jetstream.core._otel", "jetstream.embedded")
+    assert not {
+        m for m in loaded if m in optional or m.startswith(tuple(f"{o}." for o in optional))
+    }
+    for package in ("opentelemetry", "pyspark", "rich", "uvloop", "nkeys", "nats"):
+        assert package not in loaded, package
+    assert set(jetstream.__all__) <= set(dir(jetstream))
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        jetstream.nope  # noqa: B018
