@@ -72,6 +72,8 @@ class Result:
 
     seed: int | None = None
     seconds: float = 0.0
+    #: the bucket answered direct gets (``--direct-gets``)
+    direct_gets: bool = False
     #: (operation, outcome) -> count
     ops: Counter[tuple[str, str]] = field(default_factory=Counter)
     #: fault kind -> (applied, failed to apply)
@@ -118,6 +120,7 @@ def check(path: str | Path, bounds: Bounds | None = None) -> Result:
     r = Result(bounds=bounds or Bounds())
     if h.meta is not None:
         r.seed, r.seconds = h.meta.get("seed"), float(h.meta.get("seconds", 0))
+        r.direct_gets = bool(h.meta.get("direct_gets"))
     for op in h.ops:
         if op.p != "nemesis":
             r.ops[(op.f, op.type)] += 1

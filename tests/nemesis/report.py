@@ -23,7 +23,8 @@ def report(r: Result, history: str = "") -> str:
     """The report of ``r`` (``history``: the file it was read from, for the text)."""
     out: list[str] = []
     verdict = "OK: no anomaly" if r.ok else f"FAILED: {len(r.anomalies)} anomal(ies)"
-    out.append(f"nemesis run, seed {r.seed}, {r.seconds:g} s: {verdict}")
+    gets = ", direct gets" if r.direct_gets else ""
+    out.append(f"nemesis run, seed {r.seed}, {r.seconds:g} s{gets}: {verdict}")
     if history:
         out.append(f"history: {history}")
     out.append("")
@@ -78,7 +79,13 @@ def report(r: Result, history: str = "") -> str:
             out.append(f"- [{a.kind}] {a.what}")
             out += [f"    {line}" for line in a.lines[:30]]
     out.append("")
-    out.append(f"replay: make nemesis MINUTES={r.seconds / 60:g} SEED={r.seed}")
+    if r.direct_gets:
+        replay = (
+            f"python -m tests.nemesis --minutes {r.seconds / 60:g} --seed {r.seed} --direct-gets"
+        )
+    else:
+        replay = f"make nemesis MINUTES={r.seconds / 60:g} SEED={r.seed}"
+    out.append(f"replay: {replay}")
     return "\n".join(out)
 
 
