@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo spark-demo spark-faults test test-native test-thorough test-versions fuzz lint types unit bench bench-python bench-native chart soak faults faults-report clean
+.PHONY: demo wheel spark-demo spark-faults test test-native test-thorough test-versions fuzz lint types unit bench bench-python bench-native chart soak faults faults-report clean
 
 # The benchmarks run the peers that need Python 3.13 (natsio, nats-core) beside ours and
 # nats-py in one venv, .venv-bench, built with the first Python >= 3.13 found (python3.14,
@@ -47,6 +47,13 @@ demo: $(DEMO_STAMP)
 # `make spark-demo CONNECT=1`: the same through Spark Connect (a server on local[2]).
 spark-demo: $(STAMP)
 	$(BIN)/python examples/spark_pipeline.py $(if $(CONNECT),--connect)
+
+# A wheel of this checkout, to install the client elsewhere while the distribution is not
+# on the package index: dist/jetstream_asyncio-<version>-py3-none-any.whl, installed with
+# its extras as `pip install 'dist/jetstream_asyncio-<version>-py3-none-any.whl[otel]'`.
+wheel: | $(BIN)/python
+	$(BIN)/python -m pip wheel --quiet --no-deps --wheel-dir dist .
+	@ls dist/jetstream_asyncio-*.whl
 
 lint: $(STAMP)
 	$(BIN)/ruff check jetstream tests benchmarks examples

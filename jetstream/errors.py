@@ -1,10 +1,9 @@
 """The one exception tree of the package.
 
-Every error says what was asked and what came back. Errors raised for bad
-input (``BadSubjectError``, ``MaxPayloadError``, ``BadHeaderError``) also
-subclass ``ValueError`` and are raised before anything is written to the
-socket. ``TimeoutError`` also subclasses the builtin ``TimeoutError`` (which is
-``asyncio.TimeoutError`` on Python 3.11+).
+Every error says what was asked and what came back. Errors raised for bad input
+(``BadSubjectError``, ``MaxPayloadError``, ``BadHeaderError``) also subclass ``ValueError``
+and are raised before anything is written to the socket. ``TimeoutError`` also subclasses
+the builtin ``TimeoutError`` (which is ``asyncio.TimeoutError`` on Python 3.11+).
 """
 
 from __future__ import annotations
@@ -152,12 +151,13 @@ class NoStreamError(NoRespondersError):
 
 class TracingUnavailableError(NatsError, ImportError):
     """Tracing was asked for (``connect(tracing=...)``, ``jetstream.tracing``) but
-    OpenTelemetry's API is not installed (the message says how to install it)."""
+    OpenTelemetry's API is not installed (the message says how: ``missing``'s ``hint``)."""
 
     @classmethod
-    def missing(cls, exc: ImportError) -> TracingUnavailableError:
-        extra = "the otel extra: pip install 'jetstream-asyncio[otel]'"
-        return cls(f"tracing needs OpenTelemetry's API, {extra} ({exc})")
+    def missing(
+        cls, exc: ImportError, hint: str = "pip install opentelemetry-api"
+    ) -> TracingUnavailableError:
+        return cls(f"tracing needs OpenTelemetry's API ({exc}): {hint}")
 
 
 class SlowConsumerError(NatsError):

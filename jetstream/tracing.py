@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ._version import install_hint
 from .errors import TracingUnavailableError
 from .message import JsMsg, Msg
 
@@ -31,7 +32,7 @@ def _otel() -> None:
     try:
         import opentelemetry.propagate  # noqa: F401
     except ImportError as exc:
-        raise TracingUnavailableError.missing(exc) from None
+        raise TracingUnavailableError.missing(exc, install_hint("otel")) from None
 
 
 def context_of(msg: Msg | JsMsg, base: Context | None = None) -> Context:

@@ -7,6 +7,7 @@ import ssl
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
+from .._version import install_hint
 from ..errors import AuthorizationError, TracingUnavailableError
 from ..protocol.ops import Info
 from ._options import Callback, _Options
@@ -218,7 +219,7 @@ def _tracing(tracing: bool | TracerProvider | None) -> Tracing | None:
     try:
         from ._otel import Tracing
     except ImportError as exc:
-        raise TracingUnavailableError.missing(exc) from None
+        raise TracingUnavailableError.missing(exc, install_hint("otel")) from None
     return Tracing(None if tracing is True else tracing)
 
 

@@ -2,7 +2,7 @@
 
 Secrets are held in ``Credentials`` whose ``repr`` hides them, and never go
 into log lines or exception texts. Signing the server's nonce with a seed needs
-the ``nkeys`` extra (``pip install jetstream-asyncio[nkeys]``).
+the ``nkeys`` package (the ``nkeys`` extra).
 
 A user, password, token, user JWT or nkey public key may also be a callable
 (plain or async) asked at every connect and reconnect, for secrets that rotate;
@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from .._version import install_hint
 from ..errors import AuthorizationError
 
 __all__ = [
@@ -201,8 +202,7 @@ def _keypair(seed: bytes) -> Any:
         import nkeys
     except ImportError:  # pragma: no cover - depends on the environment
         raise AuthorizationError(
-            "nkey and creds authentication need the nkeys extra: "
-            "pip install 'jetstream-asyncio[nkeys]'"
+            f"nkey and creds authentication need nkeys: {install_hint('nkeys')}"
         ) from None
     try:
         return nkeys.from_seed(bytearray(seed.strip()))

@@ -21,7 +21,8 @@ def test_importing_jetstream_imports_no_opentelemetry() -> None:
         "try:\n"
         "    jetstream.connect('nats://127.0.0.1:1', tracing=True)\n"
         "except jetstream.TracingUnavailableError as e:\n"
-        "    assert isinstance(e, ImportError) and 'jetstream-asyncio[otel]' in str(e), e\n"
+        "    assert isinstance(e, ImportError) and 'pip install opentelemetry-api' in str(e), e\n"
+        "    assert \"pip install -e '.[otel]'\" in str(e), e\n"
         "    print('ok')\n"
     )
     out = subprocess.run(
