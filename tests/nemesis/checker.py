@@ -252,6 +252,8 @@ def _kv(h: _H, r: Result) -> None:
         r.add(kind, what, lines)
     r.figures["kv"] = rep.stats
     r.figures["watch entries"] = len(h.events[("watch", "watch")])
+    for line in h.events.get(("watch", "raised"), []):
+        r.add("raised", "watch: an error reached the application's iteration", [line.show()])
 
 
 def _requests(h: _H, r: Result) -> None:
