@@ -14,32 +14,47 @@ rich (the ``cli`` extra) is optional: see ``jetstream.cli._output``.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
+import importlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
-from ..errors import NatsError
-from ._output import Output
 from ._parser import build_parser
-from ._session import open_session, secrets_of
-from ._util import CliError, one_line
+
+if TYPE_CHECKING:
+    from ._output import Output
+    from ._session import Session
 
 __all__ = ["build_parser", "main", "run_demo", "run_server"]
 
 
+def _handler(args: argparse.Namespace) -> Callable[[Session], Awaitable[int]]:
+    """The function that runs the parsed command (``args.func``, ``"<module>:<name>"``),
+    its module imported now: a command imports what it needs, and parsing nothing."""
+    module, _, name = str(args.func).partition(":")
+    run: Callable[[Session], Awaitable[int]] = getattr(
+        importlib.import_module(f".{module}", __name__), name
+    )
+    return run
+
+
 async def _run(args: argparse.Namespace, out: Output) -> int:
+    import asyncio
+    import contextlib
+
+    from ._session import open_session
+
     # SIGTERM cancels the command like Ctrl-C does, so its cleanup runs (the connection
     # is closed, a bench stream deleted, a partial download removed).
     task = asyncio.current_task()
     if task is not None:
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    run = _handler(args)
     async with open_session(args, out) as session:
-        status: int = await args.func(session)
-        return status
+        return await run(session)
 
 
 def run_server(
@@ -75,6 +90,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         SystemExit: a usage error (status 2) or ``--help`` (status 0), from argparse.
     """
     args = build_parser().parse_args(argv)
+    # What a run needs is imported once the command line is known to be right.
+    import asyncio
+
+    from ..errors import NatsError
+    from ._args import secrets_of
+    from ._util import CliError, one_line
+
     if args.command in ("server", "demo"):
         try:
             if args.command == "server":
@@ -86,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(one_line(exc))
         except KeyboardInterrupt:
             return 130
+    from ._output import Output
+
     out = Output(json=args.json, plain=args.plain)
     secrets = secrets_of(args)
     try:

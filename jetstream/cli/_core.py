@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -12,7 +13,7 @@ from ..errors import TimeoutError as NatsTimeoutError
 from ..protocol.headers import Headers
 from ._output import Output
 from ._session import Session
-from ._util import CliError, bounded, headers_dict, payload_doc
+from ._util import CliError, bounded, headers_dict, payload_doc, text_of
 
 if TYPE_CHECKING:
     from ..core.message import Msg
@@ -31,10 +32,11 @@ __all__ = [
 
 
 def body_of(body: str | None) -> bytes:
-    """The message body: the argument, or stdin when it is missing or ``-``."""
+    """The message body: the argument, or stdin when it is missing or ``-``. An argument
+    is the bytes the shell gave, UTF-8 or not (``os.fsencode``)."""
     if body is None or body == "-":
         return sys.stdin.buffer.read()
-    return body.encode()
+    return os.fsencode(body)
 
 
 def render(template: bytes, n: int) -> bytes:
@@ -58,11 +60,17 @@ def print_msg(
     headers: Mapping[str, Any] | None,
     *,
     reply: str | None = None,
-    raw: bool = False,
+    raw: bool | str = False,
     title: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> None:
-    """Print one message: a JSON line, its body only (``raw``), or a titled block."""
+    """Print one message: a JSON line, its body only (``raw``), or a titled block.
+
+    ``raw``: True writes the body as it is, byte for byte (a command that prints one
+    message); "lines" writes each body on a line of its own, a newline added unless it
+    ends with one (a command that prints a stream of them). A titled block shows a body
+    that is not UTF-8 as ``<binary, N bytes>``.
+    """
     if out.json:
         doc: dict[str, Any] = {"subject": subject}
         if reply:
@@ -73,8 +81,11 @@ def print_msg(
         doc.update(payload_doc(data))
         out.json_line(doc)
         return
-    if raw:
+    if raw == "lines":
         out.raw(data + (b"" if data.endswith(b"\n") else b"\n"))
+        return
+    if raw:
+        out.raw(data)
         return
     head = title or f'[#{n}] Received on "{subject}"'
     if reply:
@@ -85,7 +96,7 @@ def print_msg(
             out.line(f"{key}: {value}")
     if headers:
         out.line()
-    out.line(data.decode("utf-8", errors="replace"))
+    out.line(text_of(data))
     out.line()
 
 
@@ -150,7 +161,7 @@ async def cmd_sub(s: Session) -> int:
             msg.data,
             msg.headers if msg.raw_headers else None,
             reply=msg.reply,
-            raw=a.raw,
+            raw="lines" if a.raw else False,
         )
     await sub.unsubscribe()
     return 0

@@ -8,7 +8,16 @@ from ..api import StorageType
 from ..kv import KeyValueEntry, KeyValueOp, KeyValueStatus
 from ._core import body_of
 from ._session import Session
-from ._util import CliError, bounded, fmt_bytes, fmt_duration, fmt_num, fmt_time, payload_doc
+from ._util import (
+    CliError,
+    bounded,
+    fmt_bytes,
+    fmt_duration,
+    fmt_num,
+    fmt_time,
+    payload_doc,
+    text_of,
+)
 
 __all__ = [
     "cmd_kv_add",
@@ -79,13 +88,6 @@ def _status_view(s: Session, st: KeyValueStatus) -> None:
     )
 
 
-def _text(value: bytes, limit: int | None = None) -> str:
-    text = value.decode("utf-8", errors="replace")
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return text
-
-
 async def cmd_kv_add(s: Session) -> int:
     a = s.args
     options: dict[str, Any] = {
@@ -152,7 +154,7 @@ async def cmd_kv_get(s: Session) -> int:
     else:
         s.out.line(f"{a.bucket} > {e.key} revision {e.revision} created {fmt_time(e.created)}")
         s.out.line()
-        s.out.line(_text(e.value))
+        s.out.line(text_of(e.value))
     return 0
 
 
@@ -180,7 +182,7 @@ async def cmd_kv_rm(s: Session) -> int:
 def _entry_line(e: KeyValueEntry) -> str:
     head = f"[{fmt_time(e.created)}] {e.operation.value} {e.bucket} > {e.key}"
     if e.operation is KeyValueOp.PUT:
-        return f"{head}: {_text(e.value)}"
+        return f"{head}: {text_of(e.value)}"
     return head
 
 
@@ -230,7 +232,7 @@ async def cmd_kv_history(s: Session) -> int:
             e.operation.value,
             fmt_time(e.created),
             len(e.value),
-            _text(e.value, 40),
+            text_of(e.value, 40),
         )
         for e in entries
     ]

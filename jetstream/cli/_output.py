@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..api import encode
 from ._util import fmt_bytes, fmt_duration, fmt_num
 
 if TYPE_CHECKING:
@@ -37,6 +36,12 @@ def rich_available() -> bool:
         return importlib.util.find_spec("rich") is not None
     except ValueError:  # rich in sys.modules as None: deliberately blocked
         return False
+
+
+def _encode(obj: Any) -> bytes:
+    from ..api import encode  # (the API's Structs: not for the core commands)
+
+    return encode(obj)
 
 
 class Output:
@@ -89,11 +94,11 @@ class Output:
     def json_doc(self, obj: Any) -> None:
         """One indented JSON document (Structs are written as the API writes them:
         durations in nanoseconds, times in RFC 3339, bytes in base64)."""
-        self.line(msgspec.json.format(encode(obj), indent=2).decode())
+        self.line(msgspec.json.format(_encode(obj), indent=2).decode())
 
     def json_line(self, obj: Any) -> None:
         """One compact JSON document on one line (for streams of messages)."""
-        self.line(encode(obj).decode())
+        self.line(_encode(obj).decode())
 
     # -- tables and views -----------------------------------------------------------------
 

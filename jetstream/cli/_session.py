@@ -1,23 +1,28 @@
 """The connection of one command run, from the ``--server``/``--creds``/... options (or
-their ``NATS_*`` environment variables), with every wait bounded by ``--timeout``."""
+their ``NATS_*`` environment variables), with every wait bounded by ``--timeout``.
+
+The connection is the core client's; the JetStream context, and with it the JetStream
+layer's modules, comes with the first command that asks for ``session.js``: ``pub``,
+``sub``, ``req`` and ``reply`` import the core alone."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..client import connect
+from ..core import connect
 from ..core.tls import make_ssl_context
+from ._args import DEFAULT_PORT, DEFAULT_URL, ENV, secrets_of
 from ._output import Output
 from ._util import bounded, one_line, redact_url
 
 if TYPE_CHECKING:
-    from ..client import Client, JetStream
+    from ..client import JetStream
+    from ..core.client import Client
 
 __all__ = [
     "DEFAULT_PORT",
@@ -29,35 +34,6 @@ __all__ = [
     "secrets_of",
 ]
 
-#: option destination -> environment variable read for its default (as the nats CLI does)
-ENV = {
-    "server": "NATS_URL",
-    "creds": "NATS_CREDS",
-    "user": "NATS_USER",
-    "password": "NATS_PASSWORD",
-    "token": "NATS_TOKEN",
-    "nkey": "NATS_NKEY",
-    "tls_ca": "NATS_CA",
-    "tls_cert": "NATS_CERT",
-    "tls_key": "NATS_KEY",
-}
-#: the port ``jetstream server`` listens on and the other commands connect to when no
-#: server is given: nats-server's 4222, unless ``JETSTREAM_DEFAULT_PORT`` says otherwise
-#: (the tests set it, so that they never depend on 4222 being free)
-DEFAULT_PORT = int(os.environ.get("JETSTREAM_DEFAULT_PORT") or 4222)
-DEFAULT_URL = f"nats://127.0.0.1:{DEFAULT_PORT}"
-
-
-def secrets_of(args: argparse.Namespace) -> list[str]:
-    """The secret values of this run, blanked out of every error message."""
-    out = [getattr(args, "password", None), getattr(args, "token", None)]
-    url = getattr(args, "server", None) or ""
-    for part in url.split(","):
-        userinfo, at, _ = part.partition("://")[2].partition("@")
-        if at:
-            out.extend(p for p in userinfo.split(":") if len(p) > 2)
-    return [s for s in out if s]
-
 
 @dataclass
 class Session:
@@ -65,12 +41,21 @@ class Session:
 
     args: argparse.Namespace
     nc: Client
-    js: JetStream
     out: Output
+    _js: JetStream | None = None
 
     @property
     def timeout(self) -> float:
         return float(self.args.timeout)
+
+    @property
+    def js(self) -> JetStream:
+        """The JetStream context (``--domain``, ``--timeout``), made on first use."""
+        if self._js is None:
+            from ..client import JetStream
+
+            self._js = JetStream(self.nc, domain=self.args.domain or None, timeout=self.timeout)
+        return self._js
 
 
 def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
@@ -113,8 +98,7 @@ async def open_session(args: argparse.Namespace, out: Output) -> AsyncIterator[S
         f"connect to {redact_url(url)}",
     )
     try:
-        js = nc.jetstream(domain=args.domain or None, timeout=timeout)
-        yield Session(args, nc, js, out)
+        yield Session(args, nc, out)
     finally:
         try:
             await bounded(nc.close(), timeout, "close the connection")

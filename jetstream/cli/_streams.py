@@ -18,18 +18,21 @@ from ..api import (
     StreamConfig,
     StreamInfo,
 )
+from ..errors import StreamNameInUseError
 from ..message import JsMsg
 from ._core import print_msg
 from ._session import Session
 from ._util import CliError, fmt_bytes, fmt_duration, fmt_num, fmt_time
 
 __all__ = [
+    "BUCKET_STREAMS",
     "cmd_consumer_add",
     "cmd_consumer_info",
     "cmd_consumer_ls",
     "cmd_consumer_next",
     "cmd_consumer_rm",
     "cmd_stream_add",
+    "cmd_stream_edit",
     "cmd_stream_get",
     "cmd_stream_info",
     "cmd_stream_ls",
@@ -106,22 +109,44 @@ def _stream_view(s: Session, info: StreamInfo) -> None:
     )
 
 
+#: the name prefixes of the streams of KeyValue and object store buckets, which ``stream
+#: ls`` leaves out unless ``--all`` (as the nats CLI does)
+BUCKET_STREAMS = ("KV_", "OBJ_")
+
+
+def _hidden_note(s: Session, hidden: int) -> None:
+    if hidden and not s.out.json:
+        what = (
+            "1 stream of a KeyValue or object store bucket; --all lists it"
+            if hidden == 1
+            else f"{hidden} streams of KeyValue or object store buckets; --all lists them"
+        )
+        s.out.info(f"(not shown: {what})")
+
+
 async def cmd_stream_ls(s: Session) -> int:
     a, out = s.args, s.out
     if a.names:
-        names = sorted([n async for n in s.js.stream_names(subject=a.subject)])
+        every = sorted([n async for n in s.js.stream_names(subject=a.subject)])
+        names = [n for n in every if a.all or not n.startswith(BUCKET_STREAMS)]
         if out.json:
             out.json_doc(names)
         else:
             for name in names:
                 out.line(name)
+        _hidden_note(s, len(every) - len(names))
         return 0
-    infos = sorted([i async for i in s.js.streams(subject=a.subject)], key=lambda i: i.config.name)
+    every_info = [i async for i in s.js.streams(subject=a.subject)]
+    infos = sorted(
+        (i for i in every_info if a.all or not i.config.name.startswith(BUCKET_STREAMS)),
+        key=lambda i: i.config.name,
+    )
     if out.json:
         out.json_doc(infos)
         return 0
     if not infos:
         out.line("No streams defined")
+        _hidden_note(s, len(every_info))
         return 0
     rows = [
         (
@@ -137,6 +162,7 @@ async def cmd_stream_ls(s: Session) -> int:
     ]
     cols = ("Name", "Subjects", "Storage", "Messages", "Size", "Consumers", "Last message")
     out.table(f"Streams ({len(infos)})", cols, rows, right=(3, 4, 5))
+    _hidden_note(s, len(every_info) - len(infos))
     return 0
 
 
@@ -171,10 +197,64 @@ async def cmd_stream_add(s: Session) -> int:
         allow_msg_schedules=True if a.allow_schedules else msgspec.UNSET,
         allow_msg_ttl=True if a.allow_msg_ttl else msgspec.UNSET,
     )
-    stream = await s.js.create_stream(cfg)
+    try:
+        stream = await s.js.create_stream(cfg)
+    except StreamNameInUseError:
+        raise CliError(
+            f"stream {a.stream!r} exists with another config: change it with "
+            f"'{a.prog} stream edit {a.stream}' and the options to change, or delete it "
+            f"first with '{a.prog} stream rm {a.stream}'"
+        ) from None
     if s.out.json:
         s.out.json_doc(stream.cached_info)
     else:
+        _stream_view(s, stream.cached_info)
+    return 0
+
+
+#: ``stream edit``'s options: (option's dest, StreamConfig field, label)
+_EDITABLE = (
+    ("description", "description", "description"),
+    ("replicas", "num_replicas", "replicas"),
+    ("discard", "discard", "discard"),
+    ("max_msgs", "max_msgs", "max messages"),
+    ("max_msgs_per_subject", "max_msgs_per_subject", "max per subject"),
+    ("max_bytes", "max_bytes", "max bytes"),
+    ("max_age", "max_age", "max age"),
+    ("max_msg_size", "max_msg_size", "max message size"),
+    ("dupe_window", "duplicate_window", "duplicate window"),
+    ("allow_direct", "allow_direct", "allow direct"),
+    ("allow_counter", "allow_msg_counter", "counters"),
+    ("allow_schedules", "allow_msg_schedules", "schedules"),
+    ("allow_msg_ttl", "allow_msg_ttl", "message TTLs"),
+)
+
+
+async def cmd_stream_edit(s: Session) -> int:
+    """Change the options given of a stream's config, keep the rest (``stream edit``)."""
+    a = s.args
+    changes: dict[str, Any] = {}
+    labels = []
+    if a.subjects is not None:
+        changes["subjects"] = split_list(a.subjects)
+        labels.append("subjects")
+    for dest, field, label in _EDITABLE:
+        value = getattr(a, dest)
+        if value is not None:
+            changes[field] = DiscardPolicy(value) if field == "discard" else value
+            labels.append(label)
+    if not changes:
+        raise CliError(
+            f"nothing to change: give the options to change (see '{a.prog} stream edit "
+            "--help'), e.g. --max-age 1h or --subjects 'orders.>'"
+        )
+    stream = await s.js.stream(a.stream)
+    config = msgspec.structs.replace(stream.cached_info.config, **changes)
+    stream = await s.js.update_stream(config)
+    if s.out.json:
+        s.out.json_doc(stream.cached_info)
+    else:
+        s.out.info(f"Stream {a.stream}: changed {', '.join(labels)}")
         _stream_view(s, stream.cached_info)
     return 0
 
@@ -371,7 +451,7 @@ def _print_js(s: Session, n: int, msg: JsMsg) -> None:
         msg.subject,
         msg.data,
         msg.headers if msg.raw_headers else None,
-        raw=s.args.raw,
+        raw=("lines" if s.args.count > 1 else True) if s.args.raw else False,
         title=title,
         extra={
             "stream": md.stream,

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as _dt
-import re
 import urllib.parse
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ..api import ZERO_TIME
 from ..errors import TimeoutError as NatsTimeoutError
 from ..protocol.headers import Headers
+from ._args import parse_duration, parse_header, parse_size
 
 __all__ = [
     "CliError",
@@ -30,6 +29,7 @@ __all__ = [
     "parse_size",
     "payload_doc",
     "redact_url",
+    "text_of",
 ]
 
 T = TypeVar("T")
@@ -37,59 +37,6 @@ T = TypeVar("T")
 
 class CliError(Exception):
     """An expected failure of a command: printed as ``error: <message>``, exit status 1."""
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s|m|h|d|w|y)?", re.IGNORECASE)
-_UNIT_SECONDS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-    "d": 86400.0,
-    "w": 7 * 86400.0,
-    "y": 365 * 86400.0,
-}
-
-
-def parse_duration(text: str) -> float:
-    """``"90"``, ``"1.5s"``, ``"500ms"``, ``"1h30m"``, ``"2d"`` -> seconds (argparse ``type``).
-
-    A bare number is seconds.
-    """
-    s = text.strip().replace(" ", "")
-    if not s:
-        raise ValueError("empty duration")
-    total = 0.0
-    pos = 0
-    while pos < len(s):
-        m = _DURATION.match(s, pos)
-        if m is None or m.end() == pos:
-            raise ValueError(f"not a duration: {text!r} (try 30s, 5m, 1h, 2d)")
-        unit = (m.group(2) or "s").lower()
-        total += float(m.group(1)) * _UNIT_SECONDS[unit]
-        pos = m.end()
-    return total
-
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(i?)(b?)\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """``"512"``, ``"1KB"``, ``"1KiB"``, ``"10MB"``, ``"2g"`` -> bytes (argparse ``type``).
-
-    K/M/G/T are powers of 1024 with or without ``i`` (as in the nats CLI); ``-1`` is
-    allowed and means "no limit" for the limits that take it.
-    """
-    if text.strip() == "-1":
-        return -1
-    m = _SIZE.match(text)
-    if m is None:
-        raise ValueError(f"not a size: {text!r} (try 512, 64KB, 10MiB)")
-    power = "kmgt".find(m.group(2).lower()) + 1 if m.group(2) else 0
-    return int(float(m.group(1)) * 1024**power)
 
 
 def fmt_num(n: float) -> str:
@@ -124,6 +71,8 @@ def fmt_duration(seconds: float | None) -> str:
 
 def fmt_time(t: _dt.datetime | None) -> str:
     """A UTC timestamp to the second; ``-`` for none (Go's zero time included)."""
+    from ..api import ZERO_TIME  # (the API's Structs: not for the core commands)
+
     if t is None or t == ZERO_TIME:
         return "-"
     return t.astimezone(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -145,6 +94,21 @@ def payload_doc(data: bytes | None, key: str = "data") -> dict[str, str]:
         return {key: b64(raw), f"{key}_encoding": "base64"}
 
 
+def text_of(data: bytes | None, limit: int | None = None) -> str:
+    """A payload as text to print: itself when it is valid UTF-8 (cut to ``limit``
+    characters with ``...``), else ``<binary, N bytes>``, never a guess with U+FFFD in
+    place of the bytes it could not read (``--raw`` writes them as they are, ``--json``
+    in base64)."""
+    raw = bytes(data or b"")
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return f"<binary, {len(raw):,} bytes>"
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text
+
+
 def headers_dict(headers: Mapping[str, Any] | None) -> dict[str, list[str]]:
     """Headers as ``{name: [values...]}`` (multi-valued headers keep every value)."""
     out: dict[str, list[str]] = {}
@@ -157,15 +121,6 @@ def headers_dict(headers: Mapping[str, Any] | None) -> dict[str, list[str]]:
     for key, value in headers.items():
         out[key] = [str(v) for v in value] if isinstance(value, list) else [str(value)]
     return out
-
-
-def parse_header(text: str) -> tuple[str, str]:
-    """``"key:value"`` (or ``"key=value"``) -> ``("key", "value")`` (argparse ``type``)."""
-    for sep in (":", "="):
-        key, found, value = text.partition(sep)
-        if found and key.strip():
-            return key.strip(), value.strip()
-    raise ValueError(f"a header is KEY:VALUE, not {text!r}")
 
 
 def redact_url(url: str) -> str:

@@ -105,3 +105,17 @@ def test_kv_json_values_are_text_unless_they_are_not_utf8(cli: Cli) -> None:
     assert raw["value_encoding"] == "base64"
     assert base64.b64decode(raw["value"]) == b"\xff\x00raw"
     cli("kv", "rm", "CLIKVJ")
+
+
+def test_a_value_that_is_not_utf8_is_kept_and_marked(cli: Cli) -> None:
+    """A value given as an argument is the bytes the shell passed (here b"v\\xff"), and
+    what prints text shows ``<binary, N bytes>`` instead of guessing at them."""
+    cli("kv", "add", "CLIKVB", "--storage", "memory")
+    cli("kv", "put", "CLIKVB", "k", "v\udcff")  # the argument's bytes: b"v\xff"
+    assert cli.run_bytes("kv", "get", "CLIKVB", "k", "--raw").stdout == b"v\xff"
+    shown = cli("kv", "get", "CLIKVB", "k").stdout
+    watched = cli("kv", "watch", "CLIKVB", "--count", "1", "--wait", "20").stdout
+    history = cli("kv", "history", "CLIKVB", "k", "--plain").stdout
+    for out in (shown, watched, history):
+        assert "<binary, 2 bytes>" in out and "\ufffd" not in out, out
+    cli("kv", "rm", "CLIKVB")

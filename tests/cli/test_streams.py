@@ -150,3 +150,73 @@ def test_json_payloads_are_text_unless_they_are_not_utf8(cli: Cli) -> None:
     cli("consumer", "add", "CLIJ", "DOCS", "--pull", "--filter", "cli.j.doc")
     assert "Filter: cli.j.doc" in cli("consumer", "info", "CLIJ", "DOCS", "--plain").stdout
     cli("stream", "rm", "CLIJ")
+
+
+def test_stream_edit_changes_what_is_given_and_keeps_the_rest(cli: Cli) -> None:
+    cli("stream", "add", "CLIE", "--subjects", "cli.e.>", "--storage", "memory",
+        "--max-msgs", "50", "--description", "before")  # fmt: skip
+    taken = cli("stream", "add", "CLIE", "--subjects", "cli.e.*", status=1).stderr
+    assert "stream 'CLIE' exists with another config: change it with " in taken
+    assert "'python -m jetstream stream edit CLIE'" in taken
+    assert "'python -m jetstream stream rm CLIE'" in taken
+    nothing = cli("stream", "edit", "CLIE", status=1).stderr
+    assert "nothing to change" in nothing and "stream edit --help" in nothing
+
+    edited = cli("stream", "edit", "CLIE", "--max-age", "1h", "--subjects", "cli.e.>,cli.f",
+                 "--allow-direct")  # fmt: skip
+    assert "Stream CLIE: changed subjects, max age, allow direct" in edited.stderr
+    assert "Subjects: cli.e.>, cli.f" in edited.stdout and "Max age: 1h" in edited.stdout
+    config = json.loads(cli("stream", "info", "CLIE", "--json").stdout)["config"]
+    assert config["max_age"] == 3600 * 10**9 and config["allow_direct"] is True
+    assert (config["max_msgs"], config["description"], config["storage"]) == (
+        50,
+        "before",
+        "memory",
+    )
+    config = json.loads(cli("stream", "update", "CLIE", "--no-allow-direct", "--json").stdout)[
+        "config"
+    ]
+    assert config["allow_direct"] is False and config["subjects"] == ["cli.e.>", "cli.f"]
+    assert "stream 'NOPE' not found" in cli("stream", "edit", "NOPE", "--max-msgs", "1",
+                                             status=1).stderr  # fmt: skip
+    cli("stream", "rm", "CLIE")
+
+
+def test_stream_ls_leaves_out_the_streams_of_buckets_unless_all(cli: Cli) -> None:
+    cli("stream", "add", "CLIL", "--subjects", "cli.l.>", "--storage", "memory")
+    cli("kv", "add", "clil", "--storage", "memory")
+    cli("obj", "add", "clil", "--storage", "memory")
+    plain = cli("stream", "ls", "--plain")
+    names = cli("stream", "ls", "--names")
+    every = cli("stream", "ls", "--all", "--names")
+    as_json = cli("stream", "ls", "--json")
+    assert "CLIL" in plain.stdout and "KV_clil" not in plain.stdout
+    assert "OBJ_clil" not in plain.stdout
+    assert "(not shown: 2 streams of KeyValue or object store buckets; --all lists them)" in (
+        plain.stderr
+    )
+    assert "CLIL" in names.stdout.split() and "KV_clil" not in names.stdout.split()
+    assert {"CLIL", "KV_clil", "OBJ_clil"} <= set(every.stdout.split())
+    assert "not shown" not in every.stderr
+    assert not [i for i in json.loads(as_json.stdout) if i["config"]["name"].endswith("clil")]
+    cli("kv", "rm", "clil")
+    cli("obj", "rm", "clil", "--force")
+    cli("stream", "rm", "CLIL")
+
+
+def test_raw_bodies_are_byte_exact_and_binary_ones_are_marked(cli: Cli) -> None:
+    cli("stream", "add", "CLIB", "--subjects", "cli.b.>", "--storage", "memory")
+    body = b"\x89PNG\r\n\x1a\n\xff\x00"
+    _pub_bytes(cli, "cli.b.img", body)
+    _pub_bytes(cli, "cli.b.txt", b"no newline")
+    assert cli.run_bytes("stream", "get", "CLIB", "1", "--raw").stdout == body
+    assert cli.run_bytes("stream", "get", "CLIB", "2", "--raw").stdout == b"no newline"
+    shown = cli("stream", "get", "CLIB", "1").stdout
+    assert "<binary, 10 bytes>" in shown and "\ufffd" not in shown
+    cli("consumer", "add", "CLIB", "R", "--pull")
+    assert cli.run_bytes("consumer", "next", "CLIB", "R", "--raw").stdout == body
+    assert cli.run_bytes("consumer", "next", "CLIB", "R", "--raw").stdout == b"no newline"
+    cli("consumer", "add", "CLIB", "T", "--pull")
+    text = cli("consumer", "next", "CLIB", "T", "--count", "2").stdout
+    assert "<binary, 10 bytes>" in text and "no newline" in text and "\ufffd" not in text
+    cli("stream", "rm", "CLIB")
