@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from ._lastmsgs import LastMsgs
 from .errors import (
     BadSubjectError,
     CounterDisabledError,
@@ -38,6 +37,7 @@ from .errors import (
 from .protocol.subjects import subject_matches, validate_subject
 
 if TYPE_CHECKING:
+    from ._lastmsgs import LastMsgs
     from .api import PubAck
     from .protocol.headers import HeadersLike
     from .stream import Stream, StreamMsg
@@ -211,6 +211,8 @@ class Counter:
     def entries(self, *subjects: str, timeout: float | None = None) -> AsyncIterator[CounterEntry]:
         """Every counter on a subject matching one of ``subjects`` (filters, ``*`` and
         ``>`` allowed; default all), page by page, as one snapshot of the stream."""
+        from ._lastmsgs import LastMsgs  # (the first listing: not every JetStream needs it)
+
         return _Entries(self.name, LastMsgs(self.stream, subjects or (">",), timeout))
 
     async def get_many(self, *subjects: str, timeout: float | None = None) -> dict[str, int]:

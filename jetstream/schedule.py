@@ -19,13 +19,11 @@ schedule as a value, whose ``headers()`` a plain ``js.publish`` can send.
 from __future__ import annotations
 
 import datetime as _dt
-import zoneinfo
 from functools import cache
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from ._lastmsgs import LastMsgs
 from ._schedspec import cron_problem, format_at, go_duration, parse_at, parse_go_duration
 from .errors import BadSubjectError, InvalidScheduleError, StreamNotFoundError
 from .protocol.headers import (
@@ -88,6 +86,8 @@ def _literal(field: str, subject: str) -> None:
 
 @cache
 def _known_zones() -> frozenset[str]:
+    import zoneinfo
+
     return frozenset(zoneinfo.available_timezones())
 
 
@@ -100,6 +100,8 @@ def _zone_problem(name: str) -> str | None:
         return None
     if not name.isprintable() or " " in name:
         return f"{name!r} is not a time zone name"
+    import zoneinfo  # (the first schedule with a time zone: not every JetStream needs it)
+
     try:
         zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
@@ -411,6 +413,8 @@ class Schedules:
         matching subject that holds a ``Nats-Schedule``. One batched direct get a
         page when the stream has ``allow_direct``; else one get per subject.
         """
+        from ._lastmsgs import LastMsgs
+
         s = await self.stream(stream, timeout=timeout)
         reader = LastMsgs(s, [subject], timeout)
         out: list[ScheduledMessage] = []

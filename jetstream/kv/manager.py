@@ -12,19 +12,22 @@ from ..errors import (
     StreamNameInUseError,
     StreamNotFoundError,
 )
-from .bucket import KeyValue
-from .config import STREAM_PREFIX, SUBJECT_PREFIX, KeyValueConfig, KeyValueStatus
+from .config import STREAM_PREFIX, SUBJECT_PREFIX
 from .entry import validate_bucket
 
 if TYPE_CHECKING:
     from ..api import StreamConfig, StreamInfo
     from ..core.client import Client
     from ..stream import Stream
+    from .bucket import KeyValue
+    from .config import KeyValueConfig, KeyValueStatus
 
 __all__ = ["KeyValueManager"]
 
 
 def _config(config: KeyValueConfig | None, options: dict[str, Any]) -> KeyValueConfig:
+    from .config import KeyValueConfig
+
     if isinstance(config, str):
         raise TypeError(f"the bucket name is a keyword: bucket={config!r}")
     if config is not None:
@@ -61,6 +64,9 @@ class KeyValueManager:
         def stream_names(self, *, subject: str | None = None) -> AsyncIterator[str]: ...
 
     def _kv(self, stream: Stream) -> KeyValue:
+        # The bucket's modules come with the first bucket (this mixin is in every JetStream).
+        from .bucket import KeyValue
+
         return KeyValue(self, stream)  # type: ignore[arg-type]
 
     async def create_key_value(
@@ -151,6 +157,8 @@ class KeyValueManager:
 
     async def key_values(self) -> AsyncIterator[KeyValueStatus]:
         """The status of every bucket."""
+        from .config import KeyValueStatus
+
         async for info in self.streams(subject=f"{SUBJECT_PREFIX}*.>"):
             name = info.config.name
             if name.startswith(STREAM_PREFIX):

@@ -17,12 +17,12 @@ from ..errors import (
     StreamNameInUseError,
     StreamNotFoundError,
 )
-from .meta import ObjectStoreConfig, ObjectStoreStatus, status_from_info
-from .store import ObjectStore, validate_bucket
+from .meta import ObjectStoreConfig, ObjectStoreStatus, status_from_info, validate_bucket
 
 if TYPE_CHECKING:
     from ..api import StreamInfo
     from ..stream import Stream
+    from .store import ObjectStore
 
 __all__ = ["ObjectStoreManager", "object_store_stream_config"]
 
@@ -57,6 +57,13 @@ def _not_found(bucket: str, request: str) -> ObjectStoreNotFoundError:
     return ObjectStoreNotFoundError(
         404, 10059, f"no object store bucket {bucket!r}", request=request
     )
+
+
+def _store(js: object, bucket: str, stream: Stream) -> ObjectStore:
+    # The store's modules come with the first bucket (this mixin is in every JetStream).
+    from .store import ObjectStore
+
+    return ObjectStore(js, bucket, stream)  # type: ignore[arg-type]
 
 
 class ObjectStoreManager:
@@ -156,7 +163,7 @@ class ObjectStoreManager:
                 f"object store bucket {cfg.bucket!r} exists with another config",
                 request=exc.request,
             ) from None
-        return ObjectStore(self, cfg.bucket, stream)  # type: ignore[arg-type]
+        return _store(self, cfg.bucket, stream)
 
     async def update_object_store(
         self,
@@ -185,7 +192,7 @@ class ObjectStoreManager:
             stream = await self.update_stream(object_store_stream_config(cfg))
         except StreamNotFoundError as exc:
             raise _not_found(cfg.bucket, exc.request) from None
-        return ObjectStore(self, cfg.bucket, stream)  # type: ignore[arg-type]
+        return _store(self, cfg.bucket, stream)
 
     async def create_or_update_object_store(
         self,
@@ -222,7 +229,7 @@ class ObjectStoreManager:
             stream = await self.stream(f"OBJ_{bucket}")
         except StreamNotFoundError as exc:
             raise _not_found(bucket, exc.request) from None
-        return ObjectStore(self, bucket, stream)  # type: ignore[arg-type]
+        return _store(self, bucket, stream)
 
     async def delete_object_store(self, bucket: str) -> bool:
         """Delete a bucket and every object in it.

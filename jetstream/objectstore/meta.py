@@ -38,7 +38,21 @@ __all__ = [
     "decode_info",
     "encode_info",
     "format_digest",
+    "validate_bucket",
 ]
+
+_BUCKET = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def validate_bucket(bucket: str) -> None:
+    """Check a bucket name: letters, digits, '-' and '_' only.
+
+    Raises:
+        ValueError: the name is invalid (nothing is sent).
+    """
+    if not isinstance(bucket, str) or not _BUCKET.match(bucket):
+        raise ValueError(f"invalid object store bucket name {bucket!r}: use [a-zA-Z0-9_-]+")
+
 
 #: The chunk size of the other clients (128 KiB).
 DEFAULT_CHUNK_SIZE = 128 * 1024

@@ -27,7 +27,6 @@ import datetime as _dt
 import hashlib
 import os
 import pathlib
-import re
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -59,6 +58,7 @@ from .meta import (
     format_time,
     normalize_headers,
     status_from_info,
+    validate_bucket,
 )
 from .reader import ObjectReader
 from .watcher import ObjectWatcher
@@ -72,18 +72,7 @@ __all__ = ["ObjectStore", "validate_bucket"]
 #: Bytes of chunks a put keeps awaiting their acks (bounds its memory).
 PUT_WINDOW = 8 * 1024 * 1024
 
-_BUCKET = re.compile(r"^[a-zA-Z0-9_-]+$")
 _ROLLUP = {NATS_ROLLUP: "sub"}
-
-
-def validate_bucket(bucket: str) -> None:
-    """Check a bucket name: letters, digits, '-' and '_' only.
-
-    Raises:
-        ValueError: the name is invalid (nothing is sent).
-    """
-    if not isinstance(bucket, str) or not _BUCKET.match(bucket):
-        raise ValueError(f"invalid object store bucket name {bucket!r}: use [a-zA-Z0-9_-]+")
 
 
 def _check_name(name: str) -> None:
