@@ -34,7 +34,13 @@ from .api import (
 )
 from .core.client import Client
 from .core.message import Msg
-from .errors import JetStreamNotEnabledError, NatsError, NoRespondersError, StreamNotFoundError
+from .errors import (
+    JetStreamNotEnabledError,
+    NatsError,
+    NoRespondersError,
+    StreamNotFoundError,
+    StreamSubjectOverlapError,
+)
 from .errors import TimeoutError as NatsTimeoutError
 from .protocol.headers import HeadersLike
 from .stream import Stream
@@ -155,15 +161,20 @@ class JetStreamContext(Publishing, DeadLetters):
         Raises:
             BadNameError: the name is invalid (nothing is sent).
             StreamNameInUseError: a stream of that name exists with another config.
+            StreamSubjectOverlapError: another stream holds subjects these overlap (the
+                message names it, and them).
         """
         validate_name("stream", config.name)
         self._streams.forget()
-        info = await self._api(
-            f"STREAM.CREATE.{config.name}",
-            config,
-            StreamInfoResponse,
-            headers=self._level_headers(config),
-        )
+        try:
+            info = await self._api(
+                f"STREAM.CREATE.{config.name}",
+                config,
+                StreamInfoResponse,
+                headers=self._level_headers(config),
+            )
+        except StreamSubjectOverlapError as exc:
+            raise await self._overlap(config, exc) from None
         return Stream(self, info)
 
     async def update_stream(self, config: StreamConfig) -> Stream:
@@ -171,16 +182,54 @@ class JetStreamContext(Publishing, DeadLetters):
 
         Raises:
             StreamNotFoundError: there is no such stream.
+            StreamSubjectOverlapError: another stream holds subjects these overlap (the
+                message names it, and them).
         """
         validate_name("stream", config.name)
         self._streams.forget()
-        info = await self._api(
-            f"STREAM.UPDATE.{config.name}",
-            config,
-            StreamInfoResponse,
-            headers=self._level_headers(config),
-        )
+        try:
+            info = await self._api(
+                f"STREAM.UPDATE.{config.name}",
+                config,
+                StreamInfoResponse,
+                headers=self._level_headers(config),
+            )
+        except StreamSubjectOverlapError as exc:
+            raise await self._overlap(config, exc) from None
         return Stream(self, info)
+
+    async def _overlap(
+        self, config: StreamConfig, exc: StreamSubjectOverlapError
+    ) -> StreamSubjectOverlapError:
+        """The server's overlap error, naming the streams in the way: for each subject of
+        ``config``, the other streams that hold one it overlaps, and which (the server's
+        reply names none). The error as it came when they cannot be listed."""
+        clashes: dict[str, list[str]] = {}
+        ours: list[str] = []  # those that overlap another stream's
+        try:
+            for subject in config.subjects or [config.name]:
+                async for info in self.streams(subject=subject):
+                    if info.config.name != config.name:
+                        theirs = clashes.setdefault(info.config.name, [])
+                        held = info.config.subjects or [info.config.name]
+                        theirs += [s for s in held if _collide(s, subject) and s not in theirs]
+                        ours += [subject] if subject not in ours else []
+        except NatsError:
+            return exc
+        if not clashes:
+            return exc
+        named = "; ".join(
+            f"stream {name!r} holds {', '.join(map(repr, theirs))}"
+            for name, theirs in sorted(clashes.items())
+        )
+        return StreamSubjectOverlapError(
+            exc.code,
+            exc.err_code,
+            f"{exc.description}: {named}, which {', '.join(map(repr, ours))} of "
+            f"{config.name!r} overlap (a subject is stored by one stream only)",
+            request=exc.request,
+            stream=config.name,
+        )
 
     async def create_or_update_stream(self, config: StreamConfig) -> Stream:
         """Update the stream when it exists, create it otherwise."""
@@ -256,6 +305,20 @@ class JetStreamContext(Publishing, DeadLetters):
         except NatsError:
             return None
         return reply.streams[0] if reply.streams else NO_STREAM
+
+
+def _collide(a: str, b: str) -> bool:
+    """Whether some subject matches both ``a`` and ``b`` (wildcards allowed in each)."""
+    ta, tb = a.split("."), b.split(".")
+    for i in range(max(len(ta), len(tb))):
+        if i >= len(ta) or i >= len(tb):
+            return False
+        x, y = ta[i], tb[i]
+        if ">" in (x, y):
+            return True
+        if x != y and "*" not in (x, y):
+            return False
+    return True
 
 
 #: API verbs of two tokens before the names (``STREAM.MSG.GET.<stream>``)

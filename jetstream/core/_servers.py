@@ -57,6 +57,8 @@ def _shown(url: str) -> str:
     """``url`` as an error may quote it: its userinfo, if any, becomes ``***``."""
     head, sep, rest = url.partition("://")
     if not sep:
+        if "@" in url:  # no scheme to find the host by: keep what follows the last "@"
+            return repr("***@" + url.rpartition("@")[2])
         head, rest = "", url
     else:
         head += sep
@@ -82,6 +84,23 @@ def _port_text(netloc: str) -> str | None:
     return hostport.rpartition(":")[2]
 
 
+def _missing_slashes(url: str) -> str | None:
+    """What is wrong with a URL that names a scheme but lacks part of ``://``
+    (``nats:/host``, ``tls:host``, ``nats//host``), else None; ``nats:4222`` is the host
+    "nats" at a port, and ``nats:secret@host`` the user "nats" with a password."""
+    scheme, colon, rest = url.partition(":")
+    if colon and scheme.lower() in ("nats", "tls"):
+        if rest.isdigit() or ("@" in rest and not rest.startswith("/")):
+            return None
+        fixed = _shown(f"{scheme}://{rest.lstrip('/')}")
+        return f"'{scheme}:' is not followed by '//' (write {fixed})"
+    for name in ("nats", "tls"):
+        if url.lower().startswith(name + "//"):
+            fixed = _shown(f"{url[: len(name)]}:{url[len(name) :]}")
+            return f"the ':' after {url[: len(name)]!r} is missing (write {fixed})"
+    return None
+
+
 def parse_server(url: str) -> Server:
     """Parse ``nats://[user[:pass]@]host[:port]``, ``tls://...``, ``host:port`` or ``host``.
 
@@ -99,6 +118,10 @@ def parse_server(url: str) -> Server:
         raise _refuse(url, "it is empty")
     if any(c.isspace() or not c.isprintable() for c in shown):
         raise _refuse(shown, "it holds whitespace or a control character")
+    if "://" not in shown:
+        missing = _missing_slashes(shown)
+        if missing is not None:
+            raise _refuse(shown, missing)
     text = shown if "://" in shown else "nats://" + shown
     try:
         parts = urlsplit(text)

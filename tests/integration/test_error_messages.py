@@ -24,6 +24,7 @@ from jetstream.errors import (
     ConsumerExistsError,
     ConsumerNameInUseError,
     StreamNameInUseError,
+    StreamSubjectOverlapError,
 )
 
 pytestmark = pytest.mark.asyncio
@@ -96,6 +97,28 @@ async def test_a_stream_with_another_config_says_how_to_change_it(js: JetStream)
     # the calls it names do it
     stream = await js.create_or_update_stream(changed)
     assert stream.cached_info.config.subjects == ["orders.>", "refunds.>"]
+
+
+async def test_subjects_that_overlap_another_streams_name_it(js: JetStream) -> None:
+    """The server says only that the subjects overlap "an existing stream": the error
+    names the streams in the way and the subjects on both sides."""
+    await js.create_stream(StreamConfig(name="PAYMENTS", subjects=["payments.>", "pay.eu"]))
+    await js.create_stream(StreamConfig(name="REFUNDS", subjects=["refunds.*"]))
+    with pytest.raises(StreamSubjectOverlapError) as caught:
+        await js.create_stream(
+            StreamConfig(name="LEDGER", subjects=["ledger.>", "payments.card", "refunds.x"])
+        )
+    assert str(caught.value) == (
+        "subjects overlap with an existing stream: stream 'PAYMENTS' holds 'payments.>'; "
+        "stream 'REFUNDS' holds 'refunds.*', which 'payments.card', 'refunds.x' of 'LEDGER' "
+        "overlap (a subject is stored by one stream only) "
+        "[code 400, err_code 10065] (request $JS.API.STREAM.CREATE.LEDGER)"
+    )
+    assert caught.value.err_code == 10065 and caught.value.stream == "LEDGER"
+    # an update is checked against the other streams, not against itself
+    named = r"stream 'PAYMENTS' holds 'pay\.eu', which 'pay\.\*' of 'REFUNDS' overlap"
+    with pytest.raises(StreamSubjectOverlapError, match=named):
+        await js.update_stream(StreamConfig(name="REFUNDS", subjects=["refunds.*", "pay.*"]))
 
 
 async def test_a_consumer_with_another_config_says_how_to_change_it(

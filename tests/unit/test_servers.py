@@ -58,6 +58,11 @@ def test_credentials_in_url_are_kept_apart_and_hidden() -> None:
         ("nats://[::1", "Invalid IPv6 URL"),
         ("ws://h:1", "unsupported scheme 'ws'"),
         ("http://x", "unsupported scheme 'http'"),
+        # a scheme without its "//" (or ":"), not a bad port
+        ("nats:/x", "'nats:' is not followed by '//' (write 'nats://x')"),
+        ("tls:/h:4443", "'tls:' is not followed by '//' (write 'tls://h:4443')"),
+        ("nats:h", "'nats:' is not followed by '//' (write 'nats://h')"),
+        ("nats//x:1", "the ':' after 'nats' is missing (write 'nats://x:1')"),
     ],
 )
 def test_bad_urls_are_refused_with_the_url_and_the_expected_form(bad: str, why: str) -> None:
@@ -78,6 +83,17 @@ def test_a_refused_url_is_quoted_without_its_userinfo(bad: str) -> None:
         parse_server(bad)
     assert "secret" not in str(exc.value) and "alice" not in str(exc.value)
     assert "://***@" in str(exc.value)
+
+
+def test_a_scheme_without_slashes_is_told_apart_from_a_host() -> None:
+    """``nats:4222`` is the host "nats" at port 4222 and ``nats:pw@h`` the user "nats";
+    a scheme missing its slashes quotes no userinfo either."""
+    assert str(parse_server("nats:4222")) == "nats://nats:4222"
+    assert parse_server("nats:secret@h").password == "secret"
+    for bad in ("nats:/alice:secret@h", "nats//alice:secret@h"):
+        with pytest.raises(ValueError, match=r"^bad server URL '\*\*\*@h': ") as exc:
+            parse_server(bad)
+        assert "secret" not in str(exc.value) and "(write 'nats://***@h')" in str(exc.value)
 
 
 def test_jetstream_connect_refuses_a_malformed_url_at_once() -> None:
