@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.test_cli_page import check_shown, console_sessions
+from tests.docs.test_cli_page import check_shown, check_whole, console_sessions
 
 from .conftest import Cli
 
@@ -48,7 +48,9 @@ def test_the_readme_quick_start_as_written(cli: Cli, default_port: int) -> None:
     while "Ctrl-C" not in (line := server.proc.stdout.readline()):
         assert "export NATS_URL" not in line  # nothing to paste on the default port
     for args, shown in steps:
-        check_shown(shlex.join(args), shown, cli(*args, server=False, env=env).stdout)
+        done = cli(*args, server=False, env=env)
+        check_shown(shlex.join(args), shown, done.stdout + done.stderr)
+        check_whole(shlex.join(args), shown, done.stdout + done.stderr)
     server.proc.send_signal(signal.SIGINT)
     assert "stopping" in server.wait().stdout
 

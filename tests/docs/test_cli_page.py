@@ -8,7 +8,7 @@ around it must appear in order on one line). Other commands (``python -m jetstre
 server``, which runs until Ctrl-C) are shown, not run.
 
 The sessions run in ``tests/docs/test_sequence.py``, in the order of the site, against
-one server, twice.
+one server, twice. The README's are checked whole: they show all a command prints.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "cli.md"
@@ -44,14 +46,28 @@ def console_sessions(text: str) -> list[tuple[str, list[str]]]:
     return [(c, shown) for c, shown in out if c.split(" ", 1)[0] in PROGRAMS]
 
 
-def run_command(command: str, shown: list[str], url: str) -> None:
-    """Run one command of a session against ``url``; check its exit status and output."""
+def run_command(command: str, shown: list[str], url: str, *, whole: bool = False) -> None:
+    """Run one command of a session against ``url``; check its exit status and output
+    (``whole``: that the session shows all of it, ``check_whole``)."""
     env = {**os.environ, "NATS_URL": url, "JETSTREAM_CLI_PLAIN": "1"}
     argv = [sys.executable, "-m", "jetstream", *shlex.split(command)[1:]]
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     printed = done.stdout + done.stderr
     assert done.returncode == 0, f"$ {command}\n{printed}"
     check_shown(command, shown, printed)
+    if whole:
+        check_whole(command, shown, printed)
+
+
+def check_whole(command: str, shown: list[str], printed: str) -> None:
+    """The lines shown under ``command`` are all it ``printed`` (its blank lines aside),
+    in order, each whole (``...`` standing for text that varies): the README's quick
+    start shows what the commands really print."""
+    lines = [line.strip() for line in printed.splitlines() if line.strip()]
+    assert len(lines) == len(shown), f"$ {command}: shows {len(shown)} lines of\n{printed}"
+    for want, got in zip(shown, lines, strict=True):
+        pattern = ".*?".join(re.escape(piece.strip()) for piece in want.split("..."))
+        assert re.fullmatch(pattern, got), f"$ {command}: shows {want!r} for {got!r}"
 
 
 def check_shown(command: str, shown: list[str], printed: str) -> None:
@@ -77,6 +93,14 @@ def test_the_readme_quick_start_is_a_session() -> None:
     assert any(" consumer next " in c for c in commands)
     # it removes what it made, so that it runs again as it is
     assert commands[-1].startswith(".venv/bin/jetstream stream rm ")
+
+
+def test_a_whole_output_is_every_line_in_order() -> None:
+    printed = "Stream S (created 2026-01-01 UTC)\n\n  Messages: 0\nnote on stderr\n"
+    check_whole("x", ["Stream S (created ...)", "Messages: 0", "note on stderr"], printed)
+    for shown in (["Stream S (created ...)", "Messages: 0"], ["Messages: 0", "x", "y"]):
+        with pytest.raises(AssertionError):
+            check_whole("x", shown, printed)
 
 
 def test_a_server_is_shown_not_run() -> None:

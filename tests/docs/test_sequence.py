@@ -149,8 +149,9 @@ async def _run_page(step: Step, url: str, way: str) -> None:
                 await run_page_as_file(python, namespace, _check_output)
             for block in step.blocks:
                 if block.lang == "console":
+                    whole = step.name == "README quick start"  # all a command prints
                     for command, shown in console_sessions(_fenced(block)):
-                        await asyncio.to_thread(run_command, command, shown, url)
+                        await asyncio.to_thread(run_command, command, shown, url, whole=whole)
                 elif block.lang != "python" or block.skip_reason:
                     continue
                 elif block.snippets:
