@@ -21,7 +21,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ._parser import build_parser
+from ._parser import build_parser, parser_for
 
 if TYPE_CHECKING:
     from ._output import Output
@@ -89,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Raises:
         SystemExit: a usage error (status 2) or ``--help`` (status 0), from argparse.
     """
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser_for(argv).parse_args(argv)
     # What a run needs is imported once the command line is known to be right.
     import asyncio
 

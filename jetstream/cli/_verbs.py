@@ -8,16 +8,7 @@ from typing import Any
 
 from ._args import Tree, duration, integer, positive, seconds, size
 
-__all__ = ["add_verbs"]
-
-
-def add_verbs(t: Tree, commands: Any) -> None:
-    """Add the verbs of this module to ``commands`` (the top-level subparsers)."""
-    _kv_verbs(t, commands)
-    _counter_verbs(t, commands)
-    _service_verbs(t, commands)
-    _obj_verbs(t, commands)
-    _bench_verb(t, commands)
+__all__ = ["VERBS"]
 
 
 def _kv_verbs(t: Tree, commands: Any) -> None:
@@ -191,3 +182,13 @@ def _bench_verb(t: Tree, commands: Any) -> None:
         help="its storage (default memory)",
     )
     p.add_argument("--keep", action="store_true", help="keep the stream afterwards")
+
+
+#: command -> the function that adds it (``jetstream.cli._parser.BUILDERS`` has them all)
+VERBS = {
+    "kv": _kv_verbs,
+    "counter": _counter_verbs,
+    "service": _service_verbs,
+    "obj": _obj_verbs,
+    "bench": _bench_verb,
+}

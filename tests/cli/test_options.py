@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from jetstream.cli import build_parser
+from jetstream.cli._parser import BUILDERS, parser_for
 
 from .conftest import RUN_TIMEOUT, Cli, base_env
 
@@ -32,6 +33,28 @@ from .conftest import RUN_TIMEOUT, Cli, base_env
 def test_options_go_anywhere(argv: list[str], expected: dict[str, object]) -> None:
     args = vars(build_parser().parse_args(argv))
     assert {k: args[k] for k in expected} == expected
+    # the parser of the named command alone parses the same
+    assert vars(parser_for(argv).parse_args(argv)) == args
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--server", "pub", "stream", "ls"],
+        ["--timeout", "2s", "kv", "ls"],
+        ["--json", "--", "stream", "ls"],
+        ["bogus"],
+    ],
+)
+def test_the_command_is_found_past_option_values(argv: list[str]) -> None:
+    """An option's value that happens to name a command is not taken for the command;
+    an unknown command gets the whole parser (argparse then lists every command)."""
+    actions = parser_for(argv)._subparsers._group_actions  # type: ignore[union-attr]
+    names = set(actions[0].choices)
+    if argv[-1] == "bogus" or "--" in argv:
+        assert names == set(BUILDERS)
+    else:
+        assert argv[-2] in names and "pub" not in names and len(names) < len(BUILDERS)
 
 
 def test_a_usage_error_shows_the_verbs_usage(cli: Cli) -> None:
