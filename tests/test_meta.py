@@ -43,6 +43,75 @@ def test_top_level_exports() -> None:
     assert issubclass(jetstream.BadSubjectError, ValueError)
 
 
+def test_every_error_is_exported_with_its_family() -> None:
+    """A user can name every error the package raises from ``jetstream``: each public
+    class of ``jetstream.errors``, family bases included (``KeyValueError``,
+    ``ObjectStoreError``, ``JetStreamApiError``...), is the same object at the top."""
+    classes = {
+        name: obj
+        for name, obj in vars(jetstream.errors).items()
+        if isinstance(obj, type)
+        and issubclass(obj, BaseException)
+        and not name.startswith("_")
+        and obj.__module__ == "jetstream.errors"
+    }
+    assert set(classes) == set(jetstream.errors.__all__)
+    for name, cls in classes.items():
+        assert name in jetstream.__all__, name
+        assert getattr(jetstream, name) is cls, name
+        for base in cls.__mro__[1:]:
+            if base.__module__ == "jetstream.errors" and not base.__name__.startswith("_"):
+                assert base.__name__ in jetstream.__all__, (name, base.__name__)
+    for family in ("KeyValueError", "ObjectStoreError", "ReconnectBufferFullError"):
+        assert family in jetstream.__all__, family
+    assert issubclass(jetstream.ObjectStoreExistsError, jetstream.ObjectStoreError)
+    assert issubclass(jetstream.BucketExistsError, jetstream.KeyValueError)
+
+
+#: what public calls hand out, by the name the reference pages use
+RETURNED = {
+    "Consumer.messages": ("MessageStream", "PushStream"),
+    "Consumer.consume": ("ConsumeContext",),
+    "OrderedConsumer.messages": ("OrderedStream",),
+    "JetStream.dead_letters": ("AdvisoryStream", "DeadLetterAdvisory"),
+    "Client.events": ("EventStream", "ConnectionEvent"),
+    "MsgMetadata.sequence": ("SequencePair",),
+}
+
+
+def test_returned_types_are_exported() -> None:
+    """What a public call returns is importable from ``jetstream`` under the name the
+    reference pages give it, and it is the very class the call returns."""
+    from jetstream._pull import MessageStream
+    from jetstream._push import PushStream
+    from jetstream._reader import ConsumeContext
+
+    for names in RETURNED.values():
+        for name in names:
+            assert name in jetstream.__all__, name
+    assert jetstream.MessageStream is MessageStream
+    assert jetstream.PushStream is PushStream
+    assert jetstream.ConsumeContext is ConsumeContext
+    assert jetstream.OrderedStream is jetstream.ordered.OrderedStream
+    assert jetstream.EventStream is jetstream.core.EventStream
+
+
+def test_reference_pages_name_public_objects_only() -> None:
+    """The API reference documents objects by their public path: no ``:::`` directive
+    names a private module or member."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "reference"
+    private = []
+    for page in sorted(root.glob("*.md")):
+        for line in page.read_text().splitlines():
+            if line.startswith("::: "):
+                target = line[4:].strip()
+                if any(part.startswith("_") for part in target.split(".")):
+                    private.append(f"{page.name}: {target}")
+    assert not private, private
+
+
 def test_connect_hands_out_the_composed_client() -> None:
     """``jetstream.connect`` takes the options of the core's and makes the ``Client`` that
     has ``jetstream()``; the core client has none (the core knows nothing of JetStream)."""

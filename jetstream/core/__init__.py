@@ -8,7 +8,7 @@ returns the core client alone.
 from __future__ import annotations
 
 from ._connect import connect
-from ._events import ConnectionEvent, EventKind, Statistics
+from ._events import ConnectionEvent, EventKind, EventStream, Statistics
 from .client import Client
 from .message import Msg
 from .subscription import Subscription
@@ -18,6 +18,7 @@ __all__ = [
     "Client",
     "ConnectionEvent",
     "EventKind",
+    "EventStream",
     "Msg",
     "Statistics",
     "Subscription",
