@@ -64,12 +64,13 @@ types: $(STAMP)
 	$(BIN)/mypy --strict examples
 
 # Two workers (pytest-xdist; on two cores, four were no faster: the Spark and fault tests
-# are bound by the CPU): the tests of a module stay together, each kind of Spark session on
-# a worker of its own (tests/conftest.py); TEST_WORKERS=0 runs them all in one process.
+# are bound by the CPU), with the scheduler of tests/conftest.py: the tests of a module stay
+# together, each kind of Spark session on a worker of its own, the longest groups first;
+# TEST_WORKERS=0 runs them all in one process.
 TEST_WORKERS ?= 2
 
 test: lint types
-	$(BIN)/python -m pytest -q -m "not native" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+	$(BIN)/python -m pytest -q -m "not native" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
 # The tests marked `native` (the benchmarks' native anchor, the services' interop with
 # nats.go, the server profiles Go builds or reads), after Go and nats.go are installed.

@@ -135,19 +135,56 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 # --------------------------------------------------------------------------- parallel runs
+#
+# ``make test`` runs two pytest-xdist workers with the scheduler below: a group of tests
+# goes whole to one worker and runs there in order. A group is a module (its
+# module-scoped servers start once, the docs' pages run in sequence), except the Spark
+# tests that run under both kinds of session: those of each kind form one group, so that
+# a worker starts one kind of Spark session. The longest groups are handed out first, so
+# that the two workers finish together.
+
+#: the groups that take longest (slowest first); the others follow in collection order
+LONGEST = (
+    "spark-connect",
+    "spark-classic",
+    "tests/spark/test_faults.py",
+    "tests/faults/test_recovery_matrix.py",
+    "tests/spark/test_cluster.py",
+    "tests/nemesis/test_nemesis.py",
+    "tests/spark/test_source_faults.py",
+    "tests/faults/test_cluster_consume.py",
+    "tests/faults/test_cluster_js.py",
+    "tests/docs/test_docs.py",
+)
+
+
+def group_of(nodeid: str) -> str:
+    """The group of the test ``nodeid`` (see above)."""
+    module = nodeid.split("::", 1)[0]
+    if module.startswith("tests/spark/"):
+        for kind in ("classic", "connect"):
+            if nodeid.endswith(f"[{kind}]"):
+                return f"spark-{kind}"
+    return module
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own choice by --dist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Groups of tests, each whole on one worker, the longest first (see above)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    config.option.loadscopereorder = False  # the workers' collection order is kept
+    return GroupScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``): the tests of a
-    module stay together on one worker, in order (module-scoped servers, the docs' pages
-    run in sequence), and the Spark tests of each kind of session go to one worker of
-    their own, so that a worker starts one Spark session at most."""
-    if not hasattr(config, "workerinput") and not getattr(config.option, "numprocesses", None):
+    """In a worker of a parallel run: the longest groups first (a stable sort, the same
+    in every worker, which the scheduler requires)."""
+    if not hasattr(config, "workerinput"):
         return
-    for item in items:
-        group = item.nodeid.split("::", 1)[0]
-        callspec = getattr(item, "callspec", None)
-        kind = callspec.params.get("spark") if callspec is not None else None
-        if kind is not None:
-            group = f"spark-{kind}"
-        item.add_marker(pytest.mark.xdist_group(group))
+    rank = {group: i for i, group in enumerate(LONGEST)}
+    items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))
