@@ -1,4 +1,5 @@
-"""House rules checked as tests: every public name is exported on purpose. (The layers,
+"""House rules checked as tests (docs/design.md, "Rules of the house"): every public name
+is exported on purpose, and optional integrations cost nothing when unused. (The layers,
 the sans-IO protocol and the size of modules are checked by tests/unit/test_layers.py.)"""
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def test_every_module_declares_all() -> None:
 def test_top_level_exports() -> None:
     for name in jetstream.__all__:
         assert hasattr(jetstream, name), name
-    # the DESIGN.md contract
+    # the public API of docs/design.md
     for name in ("connect", "Client", "Msg", "NatsError", "TimeoutError", "errors"):
         assert name in jetstream.__all__
     assert issubclass(jetstream.TimeoutError, TimeoutError)

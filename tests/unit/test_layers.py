@@ -1,4 +1,5 @@
-"""The package's layers, read from its imports: what keeps the design in the code.
+"""The package's layers, read from its imports: what keeps the design in the code
+(docs/design.md, "The layers" and "Rules of the house").
 
 Every module of ``jetstream/`` is parsed with ``ast`` and each of its imports counts,
 wherever it is written: at module level, inside a function, or under

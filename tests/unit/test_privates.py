@@ -1,6 +1,6 @@
 """The packages built on the client (kv/, objectstore/, spark/, cli/) use the public API of
 the layers below them: no private member or module of another package, no subclass of
-another package's class (DESIGN.md, "Rules of the house").
+another package's class (docs/design.md, "Rules of the house").
 
 Read from the sources with ``ast``: an attribute ``x._name`` (not a dunder) on anything
 but ``self`` or ``cls`` must name something the package defines itself; an import may not
