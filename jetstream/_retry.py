@@ -29,6 +29,7 @@ def attempt_timeout(total: float) -> float:
     when a lost answer may be asked again (a publish with a message id): a third of
     the whole, from 1 s up to ``ATTEMPT_CAP``. A request taken by a leader that then
     died (kill -9) is never answered: sent again within 2 s, it meets the election
-    (no responders, 4 - 9 s after such a kill) and is sent once more as soon as the
-    new leader is announced, rather than only when a long deadline's third ran out."""
+    (no responders until a new leader is chosen, which takes seconds) and is sent
+    once more as soon as that leader is announced, rather than only when a long
+    deadline's third ran out."""
     return min(total, max(1.0, min(total / 3, ATTEMPT_CAP)))

@@ -161,8 +161,8 @@ class JsMsg(Msg, gc=False):
                 f"cannot publish to {self.reply!r}: the connection is closed"
             )
         wbuf = client._wbuf
-        # formatted as text, then encoded once: cheaper than a bytes format of the
-        # encoded subject (an ack 410 ns against 435 in a loop of acks)
+        # formatted as text, then encoded once: one conversion of the reply subject
+        # instead of encoding it first and formatting bytes around it
         wbuf += f"PUB {self.reply} 4\r\n+ACK\r\n".encode()
         client._out_msgs += 1
         client._out_bytes += 4

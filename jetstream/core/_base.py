@@ -52,9 +52,9 @@ __all__ = ["FLUSH_THRESHOLD", "_ClientBase"]
 log = logging.getLogger("jetstream")
 
 #: Pending bytes past which a publish writes at once instead of at the end of the loop
-#: iteration. Large enough that a burst goes out in few sends: each send wakes the
-#: server's reader, and 512 KiB a write publishes 1 KiB messages about a quarter
-#: faster than 64 KiB did (benchmarks/bench_core.py).
+#: iteration. Large, so that a burst goes out in few sends: each send is a system call
+#: here and wakes the server's reader there, and both costs are paid per send, not per
+#: byte (docs/performance.md has the figures).
 FLUSH_THRESHOLD = 512 * 1024
 _PAYLOAD_SLACK = 64 * 1024  # servers add headers to some deliveries (direct get, republish)
 _TICK_EARLY = 0.002  # seconds a keepalive tick is aimed ahead of its grid point
