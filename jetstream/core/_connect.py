@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from .._version import install_hint
@@ -12,6 +12,7 @@ from ..errors import AuthorizationError, TracingUnavailableError
 from ..protocol.ops import Info
 from ._options import Callback, _Options
 from ._servers import ServerPool
+from ._ws import require_websocket, ws_header_list
 from .auth import Credentials, Secret, Signer, load_creds_file
 from .client import Client
 from .subscription import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
@@ -94,6 +95,8 @@ def connect(
         Callable[[list[str], Info | None], tuple[str, float] | None] | None
     ) = None,
     tracing: bool | TracerProvider | None = None,
+    ws_headers: Mapping[str, str | Iterable[str]] | None = None,
+    ws_compression: bool = False,
 ) -> _Connect[Client]:
     """Connect to NATS. ``await connect(...)`` or ``async with connect(...) as nc``.
 
@@ -103,9 +106,12 @@ def connect(
     connect with ``AuthorizationError`` naming the option.
 
     Args:
-        servers: one URL or several (``nats://``, ``tls://``, ``host:port``, IPv6 in
-            brackets); tried in random order unless ``dont_randomize``. Credentials in
-            a URL (``nats://user:pass@host`` or ``nats://token@host``) apply to it.
+        servers: one URL or several (``nats://``, ``tls://``, ``ws://``, ``wss://``,
+            ``host:port``, IPv6 in brackets); tried in random order unless
+            ``dont_randomize``. Credentials in a URL (``nats://user:pass@host`` or
+            ``nats://token@host``) apply to it. ``ws://`` and ``wss://`` (WebSocket,
+            ``wss://`` with TLS verified as for ``tls://``) need the ``ws`` extra; their
+            path is sent in the upgrade request.
         user: a user name, with ``password``.
         password: the password of ``user``.
         token: an authorization token.
@@ -136,6 +142,11 @@ def connect(
             context carried in message headers (the ``otel`` extra; see the tracing
             page): ``True`` uses the global tracer provider, a ``TracerProvider`` that
             one; ``None``/``False`` (default) is off and costs nothing.
+        ws_headers: extra HTTP headers of the WebSocket upgrade request (an
+            ``Authorization`` a proxy asks for, say): a name and a value, or a list
+            of values.
+        ws_compression: ask a ``ws://`` or ``wss://`` server for permessage-deflate;
+            used when the server offers it (its ``websocket { compression: true }``).
 
     Raises:
         ValueError: a server URL is malformed (whitespace in it, a port that is not a
@@ -145,12 +156,16 @@ def connect(
         AuthorizationError: the server refused the credentials.
         TracingUnavailableError: ``tracing`` is on and OpenTelemetry's API is not
             installed (an ``ImportError``; raised by the call itself).
+        WebSocketUnavailableError: a ``ws://`` or ``wss://`` server is given and
+            wsproto (the ``ws`` extra) is not installed (an ``ImportError``; raised
+            by the call itself).
         TlsError: every server failed the TLS handshake (certificate, hostname, or TLS
             not offered), within ``connect_timeout`` each.
     """
     urls = [servers] if isinstance(servers, str) else list(servers)
     urls = [u for part in urls for u in part.split(",") if u.strip()]
     pool = ServerPool(urls, randomize=not dont_randomize)
+    require_websocket(urls)
     seed: bytes | None = None
     if signature_cb is not None and jwt is None and nkey is None:
         raise ValueError("signature_cb needs jwt (a user JWT) or nkey (its public key)")
@@ -207,6 +222,8 @@ def connect(
         lame_duck_cb=lame_duck_cb,
         reconnect_to_server_cb=reconnect_to_server_cb,
         tracing=_tracing(tracing),
+        ws_headers=ws_header_list(ws_headers),
+        ws_compression=ws_compression,
     )
     return _Connect(pool, options, Client)
 

@@ -344,20 +344,38 @@ async def open_connection(
         ctx = ssl.create_default_context()
         implied = "tls_handshake_first was set"
     elif ctx is not None and opts.tls is None:
-        implied = "the URL asks for tls://"
+        implied = f"the URL asks for {server.scheme}://"
     try:
         async with asyncio.timeout(opts.connect_timeout):
-            if ctx is not None and opts.tls_first:
+            if server.websocket:
+                # TLS (wss://) comes before the HTTP upgrade, the NATS protocol after it.
+                from ._wslink import open_websocket
+
+                await open_websocket(
+                    conn,
+                    scheme=server.scheme,
+                    host=server.host,
+                    port=server.port,
+                    path=server.path,
+                    ctx=ctx,
+                    server_hostname=hostname,
+                    headers=opts.ws_headers,
+                    compression=opts.ws_compression,
+                    peer=str(server),
+                )
+            elif ctx is not None and opts.tls_first:
                 await loop.create_connection(
                     lambda: conn, server.host, server.port, ssl=ctx, server_hostname=hostname
                 )
             else:
                 await loop.create_connection(lambda: conn, server.host, server.port)
             info = await conn.info
-            if ctx is None and info.tls_required:
+            # Over WebSocket, the INFO's tls_required speaks of the TLS of wss://, done.
+            upgrade = not (opts.tls_first or server.websocket)
+            if ctx is None and info.tls_required and upgrade:
                 ctx = ssl.create_default_context()
                 implied = "the server requires TLS"
-            if ctx is not None and not opts.tls_first:
+            if ctx is not None and upgrade:
                 if not (info.tls_required or info.tls_available):
                     raise TlsError(f"server {server} does not offer TLS, which was required")
                 assert conn.transport is not None

@@ -48,3 +48,7 @@ class _Options:
     reconnect_to_server_cb: Callable[[list[str], Info | None], tuple[str, float] | None] | None
     #: the spans of publishing and receiving (``connect(tracing=...)``); None: off
     tracing: Tracing | None = None
+    #: extra HTTP headers of the WebSocket upgrade request (``ws://``, ``wss://``)
+    ws_headers: tuple[tuple[str, str], ...] = ()
+    #: ask for permessage-deflate in the WebSocket upgrade
+    ws_compression: bool = False

@@ -11,6 +11,9 @@ from urllib.parse import unquote, urlsplit
 __all__ = ["EXPECTED_FORM", "Server", "ServerPool", "parse_server"]
 
 DEFAULT_PORT = 4222
+#: the port of a URL that names none, by scheme (WebSocket's are HTTP's)
+DEFAULT_PORTS = {"nats": DEFAULT_PORT, "tls": DEFAULT_PORT, "ws": 80, "wss": 443}
+SCHEMES = tuple(DEFAULT_PORTS)
 
 
 @dataclass(eq=False)
@@ -23,6 +26,8 @@ class Server:
     user: str | None = None
     password: str | None = None
     token: str | None = None
+    #: the URL's path and query (``ws://`` and ``wss://`` send it in the upgrade request)
+    path: str = ""
     discovered: bool = False
     did_connect: bool = False
     #: failed attempts since the last successful connect
@@ -36,7 +41,12 @@ class Server:
 
     @property
     def tls(self) -> bool:
-        return self.scheme == "tls"
+        return self.scheme in ("tls", "wss")
+
+    @property
+    def websocket(self) -> bool:
+        """Reached over WebSocket (``ws://``, or ``wss://`` with TLS)."""
+        return self.scheme in ("ws", "wss")
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -48,8 +58,9 @@ class Server:
 
 #: what a server URL looks like, quoted by every refusal
 EXPECTED_FORM = (
-    "expected nats://host:port, tls://host:port or host:port (user:password@ before "
-    "the host, an IPv6 host in brackets, the port 4222 when none is given)"
+    "expected nats://host:port, tls://host:port, ws://host:port, wss://host:port or "
+    "host:port (user:password@ before the host, an IPv6 host in brackets, the port 4222 "
+    "when none is given, 80 for ws:// and 443 for wss://)"
 )
 
 
@@ -89,12 +100,12 @@ def _missing_slashes(url: str) -> str | None:
     (``nats:/host``, ``tls:host``, ``nats//host``), else None; ``nats:4222`` is the host
     "nats" at a port, and ``nats:secret@host`` the user "nats" with a password."""
     scheme, colon, rest = url.partition(":")
-    if colon and scheme.lower() in ("nats", "tls"):
+    if colon and scheme.lower() in SCHEMES:
         if rest.isdigit() or ("@" in rest and not rest.startswith("/")):
             return None
         fixed = _shown(f"{scheme}://{rest.lstrip('/')}")
         return f"'{scheme}:' is not followed by '//' (write {fixed})"
-    for name in ("nats", "tls"):
+    for name in SCHEMES:
         if url.lower().startswith(name + "//"):
             fixed = _shown(f"{url[: len(name)]}:{url[len(name) :]}")
             return f"the ':' after {url[: len(name)]!r} is missing (write {fixed})"
@@ -102,7 +113,8 @@ def _missing_slashes(url: str) -> str | None:
 
 
 def parse_server(url: str) -> Server:
-    """Parse ``nats://[user[:pass]@]host[:port]``, ``tls://...``, ``host:port`` or ``host``.
+    """Parse ``nats://[user[:pass]@]host[:port]``, ``tls://...``, ``ws://...[/path]``,
+    ``wss://...``, ``host:port`` or ``host``.
 
     IPv6 literals go in brackets (``nats://[::1]:4222``). A lone userinfo part
     without a password is a token. Nothing is looked up: a URL that cannot be right
@@ -128,8 +140,10 @@ def parse_server(url: str) -> Server:
     except ValueError as exc:  # an unclosed IPv6 bracket
         raise _refuse(shown, str(exc)) from None
     scheme = parts.scheme.lower()
-    if scheme not in ("nats", "tls"):
-        raise _refuse(shown, f"unsupported scheme {scheme!r} (use nats:// or tls://)")
+    if scheme not in DEFAULT_PORTS:
+        raise _refuse(
+            shown, f"unsupported scheme {scheme!r} (use nats://, tls://, ws:// or wss://)"
+        )
     port_text = _port_text(parts.netloc)
     if port_text is not None and not (
         port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536
@@ -142,14 +156,15 @@ def parse_server(url: str) -> Server:
     host = parts.hostname
     if not host:
         raise _refuse(shown, "it has no host")
-    port = int(port_text) if port_text is not None else DEFAULT_PORT
+    port = int(port_text) if port_text is not None else DEFAULT_PORTS[scheme]
     user = password = token = None
     if parts.username is not None:
         if parts.password is not None:
             user, password = unquote(parts.username), unquote(parts.password)
         else:
             token = unquote(parts.username)
-    return Server(scheme, host, port, user, password, token)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    return Server(scheme, host, port, user, password, token, path)
 
 
 class ServerPool:

@@ -31,10 +31,13 @@ class ServerConfig:
     domain: str | None
     jetstream_config: str
     extra_config: str
+    websocket: bool
+    websocket_config: str
     cluster: ClusterOptions | None
     _port: int
     _http_port: int
     _cluster_port: int
+    _ws_port: int
 
     @property
     def port(self) -> int:
@@ -45,6 +48,23 @@ class ServerConfig:
     def url(self) -> str:
         """``nats://127.0.0.1:PORT``; with TLS on, clients bring their own TLS context."""
         return f"nats://{LOOPBACK}:{self._port}"
+
+    @property
+    def ws_port(self) -> int | None:
+        """The port of the ``websocket {}`` listener; None without one."""
+        return self._ws_port if self.websocket else None
+
+    @property
+    def ws_url(self) -> str:
+        """``ws://127.0.0.1:WS_PORT``, or ``wss://`` with TLS on (the ``websocket=True`` listener).
+
+        Raises:
+            ValueError: the server has no websocket listener.
+        """
+        if not self.websocket:
+            raise ValueError("this server has no websocket listener (NatsServer(websocket=True))")
+        scheme = "wss" if self.tls_cert is not None else "ws"
+        return f"{scheme}://{LOOPBACK}:{self._ws_port}"
 
     @property
     def http_port(self) -> int:
@@ -97,6 +117,8 @@ class ServerConfig:
             if self.domain is not None:
                 lines.append(f"  domain: {_q(self.domain)}")
             lines += [self.jetstream_config, "}"]
+        if self.websocket:
+            lines += self._websocket_lines()
         if self.cluster is not None:
             lines += [
                 "cluster {",
@@ -109,6 +131,19 @@ class ServerConfig:
             ]
         lines += [self.auth_config, self.extra_config]
         return "\n".join(line for line in lines if line) + "\n"
+
+    def _websocket_lines(self) -> list[str]:
+        lines = ["websocket {", f"  listen: {_q(f'{LOOPBACK}:{self._ws_port}')}"]
+        if self.tls_cert is not None and self.tls_key is not None:
+            lines += [
+                "  tls {",
+                f"    cert_file: {_q(self.tls_cert)}",
+                f"    key_file: {_q(self.tls_key)}",
+                "  }",
+            ]
+        else:
+            lines.append("  no_tls: true")
+        return [*lines, self.websocket_config, "}"]
 
     def _auth_lines(self) -> list[str]:
         if self.token is not None:

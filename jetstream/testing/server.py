@@ -87,6 +87,9 @@ class NatsServer(ServerConfig):
         domain: the JetStream domain.
         jetstream_config: raw text placed inside the ``jetstream {}`` block.
         extra_config: raw text appended to the configuration file.
+        websocket: a ``websocket {}`` listener too, on a free port (``ws_url``), with TLS
+            (``wss://``) when ``tls_cert`` is given.
+        websocket_config: raw text placed inside the ``websocket {}`` block.
         http_port: monitoring port; 0 picks a free one.
         cluster: the cluster block; None for a standalone server.
         trace: debug and protocol trace logging.
@@ -130,6 +133,8 @@ class NatsServer(ServerConfig):
         domain: str | None = None,
         jetstream_config: str = "",
         extra_config: str = "",
+        websocket: bool = False,
+        websocket_config: str = "",
         http_port: int = 0,
         cluster: ClusterOptions | None = None,
         trace: bool = False,
@@ -159,14 +164,20 @@ class NatsServer(ServerConfig):
         self.lame_duck_grace_period = lame_duck_grace_period
         self.domain = domain
         self.jetstream_config, self.extra_config = jetstream_config, extra_config
+        self.websocket, self.websocket_config = websocket, websocket_config
         self.cluster = cluster
         self.trace = trace
         self.start_timeout = start_timeout
 
         # Which ports were left to us: they may be re-picked if the first start finds one
         # taken; after a successful start they are fixed (a restart must come back on them).
-        self._pick = (port == 0, http_port == 0, cluster is not None and cluster.port == 0)
-        self._port, self._http_port = port, http_port
+        self._pick = (
+            port == 0,
+            http_port == 0,
+            cluster is not None and cluster.port == 0,
+            websocket,
+        )
+        self._port, self._http_port, self._ws_port = port, http_port, 0
         self._cluster_port = cluster.port if cluster is not None else 0
         self._choose_ports()
 
@@ -206,13 +217,15 @@ class NatsServer(ServerConfig):
 
     def _choose_ports(self) -> None:
         fresh = iter(_free_ports(sum(self._pick)))
-        pick_client, pick_http, pick_cluster = self._pick
+        pick_client, pick_http, pick_cluster, pick_ws = self._pick
         if pick_client:
             self._port = next(fresh)
         if pick_http:
             self._http_port = next(fresh)
         if pick_cluster:
             self._cluster_port = next(fresh)
+        if pick_ws:
+            self._ws_port = next(fresh)
 
     # ----------------------------------------------------------------------- log
 

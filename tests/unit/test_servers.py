@@ -56,7 +56,7 @@ def test_credentials_in_url_are_kept_apart_and_hidden() -> None:
         ("h\t4222", "whitespace"),
         ("nats://h:1:2", "':' in the host"),
         ("nats://[::1", "Invalid IPv6 URL"),
-        ("ws://h:1", "unsupported scheme 'ws'"),
+        ("ftp://h:1", "unsupported scheme 'ftp'"),
         ("http://x", "unsupported scheme 'http'"),
         # a scheme without its "//" (or ":"), not a bad port
         ("nats:/x", "'nats:' is not followed by '//' (write 'nats://x')"),
