@@ -20,6 +20,7 @@ from collections import deque
 from ._context import ConsumerHandle
 from ._leaders import consumer_key
 from ._pull import PullOptions, _PullBase
+from ._pullstatus import ENDED, HEARTBEAT, LEADER, NO_LEADER, PIN_STALE, SHUTDOWN
 from ._retry import retry_delay
 from ._stranded import LINGER_MARGIN, give_back
 from .api import ConsumerInfo
@@ -104,30 +105,27 @@ class _Fetch(_PullBase):
         if self._acks:
             give_back(msg)
 
-    def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
-        if status == 100:
+    def _on_status(self, kind: int, status: int, desc: str, msgs: int, nbytes: int) -> None:
+        if kind == HEARTBEAT:
             return
         # Every other status ends one request.
         self._live = max(self._live - 1, 0)
         self._ended += msgs
-        low = desc.lower()
-        if status == 409 and ("leadership change" in low or "server shutdown" in low):
+        if kind in (LEADER, SHUTDOWN):
             # The request is gone with the old leader (or server): a durable fetch pulls
             # again within its expires; the ordered consumer makes its consumer again.
             if self._recover and not self._opts.no_wait:
                 self._again(_PULL_AGAIN)
-            elif "leadership change" in low:
+            elif kind == LEADER:
                 self._end(None)
             else:
                 self._end(self._status_error(status, desc))
-        elif status in (404, 408) or (
-            status == 409 and ("exceeds maxbytes" in low or "batch completed" in low)
-        ):
+        elif kind == ENDED:
             self._end(None)
-        elif status == 423:  # our pin id is stale: forget it; the next pull competes again
+        elif kind == PIN_STALE:  # our pin id is stale: forget it; the next pull competes again
             self._consumer._pin_id = None
             self._end(None)
-        elif status == 503 and self._recover and not self._opts.no_wait:
+        elif kind == NO_LEADER and self._recover and not self._opts.no_wait:
             self._again(_NO_LEADER)
         else:
             self._end(self._status_error(status, desc))

@@ -24,7 +24,7 @@ from .api import AckPolicy, ConsumerAction, ConsumerConfig, DeliverPolicy, Repla
 from .consumer import Consumer
 from .errors import JetStreamError, NatsError, StreamNotFoundError
 from .errors import TimeoutError as NatsTimeoutError
-from .message import parse_ack_subject
+from .message import ack_stream_index, parse_ack_subject
 from .protocol.subjects import next_nuid
 
 if TYPE_CHECKING:
@@ -304,18 +304,19 @@ class OrderedBase:
         records it).
 
         Reads only the consumer sequence of the ack subject (the stream sequence and
-        the rest are parsed when asked for): the 7th token of 9 in the v1 layout, the
-        9th of 11 or more in v2 (see message.py), so the number of tokens after it is
-        learnt from the first reply of each consumer.
+        the rest are parsed when asked for), four tokens after the stream's name
+        (``ack_stream_index``), so the number of tokens after it is learnt from the
+        first reply of each consumer.
         """
         if not reply:
             return False
         k = self._tail_dots
         if not k:
             n = reply.count(".") + 1
-            k = self._tail_dots = 3 if n == 9 else n - 8 if n >= 11 else 0
-            if not k:
+            at = ack_stream_index(n)
+            if at < 0:
                 return False
+            k = self._tail_dots = n - at - 4
         cseq = consumer_seq(reply, k)
         if cseq != self._consumer_seq + 1:
             return False

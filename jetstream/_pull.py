@@ -4,15 +4,8 @@
 
 Both register themselves in the client's sid table on an inbox of their own and
 receive messages straight from the read path (no task, no future per message).
-Status messages never reach user code:
-
-- 100 idle heartbeat: proof of life (a flag the heartbeat timer reads);
-- 404 no messages, 408 request timeout, 409 "Message Size Exceeds MaxBytes" /
-  "Batch Completed" / "Exceeded MaxWaiting": a pull request ended; the counts of
-  what it will no longer deliver come in Nats-Pending-Messages/-Bytes (ADR-37);
-- 409 "Leadership Change" / "Server Shutdown": the requests are gone, pull again;
-- 409 "Consumer Deleted" / "Consumer is push based" and 400: terminal;
-- 423 pin id mismatch (pinned priority groups): forget the pin, pull again.
+Status messages never reach user code: each is told apart once, by the table of
+``_pullstatus.py``, and handed to ``_on_status`` with its kind.
 
 The continuous stream keeps ``outstanding`` (asked, not yet delivered or given up
 by the server) and the buffer (delivered, not yet taken by the reader); below the
@@ -33,6 +26,17 @@ from typing import TYPE_CHECKING, Any
 
 from ._context import ConsumerHandle
 from ._leaders import consumer_key
+from ._pullstatus import (
+    DELETED,
+    ENDED,
+    HEARTBEAT,
+    LEADER,
+    NO_LEADER,
+    PIN_STALE,
+    REFUSED,
+    SHUTDOWN,
+    pull_status,
+)
 from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs, take_first
 from ._stranded import Leftover, give_back, needs_acks, wire_size
 from .api import PullRequest, encode, encode_pull
@@ -185,7 +189,7 @@ class _PullBase:
                 nbytes = int(headers.get(NATS_PENDING_BYTES, "0"))
             except ValueError:
                 msgs = nbytes = 0
-            self._on_status(op.status, desc, msgs, nbytes)
+            self._on_status(pull_status(op.status, desc), op.status, desc, msgs, nbytes)
 
     def _deliver_many(self, ops: list[MsgOp], size: int) -> bool:
         """``_deliver`` of a whole feed for this inbox in one ``extend`` (the messages
@@ -207,15 +211,18 @@ class _PullBase:
     def _on_msg(self, msg: JsMsg, size: int) -> None:
         raise NotImplementedError
 
-    def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
+    def _on_status(self, kind: int, status: int, desc: str, msgs: int, nbytes: int) -> None:
+        """A status of ``kind`` (``_pullstatus``) came; ``msgs`` and ``nbytes``: what
+        the request it ended will no longer deliver."""
         raise NotImplementedError
 
     def _status_error(self, status: int, desc: str) -> NatsError:
         c = self._consumer
         where = f"consumer {c.name!r} of stream {c.stream_name!r}"
-        if status == 409 and "consumer deleted" in desc.lower():
+        kind = pull_status(status, desc)
+        if kind == DELETED:
             return ConsumerDeletedError(f"{where} was deleted")
-        if status == 503:
+        if kind == NO_LEADER:
             return NoRespondersError(f"no server answered a pull on {where}")
         return JetStreamError(f"pull on {where} failed: {status} {desc}")
 
@@ -401,28 +408,24 @@ class MessageStream(_PullBase, MessageReader):
         if self._waiter is not None:
             self._wake()
 
-    def _on_status(self, status: int, desc: str, msgs: int, nbytes: int) -> None:
-        low = desc.lower()
-        if status == 100:
+    def _on_status(self, kind: int, status: int, desc: str, msgs: int, nbytes: int) -> None:
+        if kind == HEARTBEAT:
             return
-        if status in (404, 408) or (
-            status == 409
-            and ("exceeds maxbytes" in low or "batch completed" in low or "maxwaiting" in low)
-        ):
+        if kind in (ENDED, REFUSED):
             self._out_msgs = max(self._out_msgs - msgs, 0)
             self._out_bytes = max(self._out_bytes - nbytes, 0)
-            if status == 409 and "maxwaiting" in low:
+            if kind == REFUSED:
                 self._report(JetStreamError(f"pull request refused: {desc}"))
             self._refill()
-        elif status == 409 and ("leadership change" in low or "server shutdown" in low):
-            if "leadership change" in low:
+        elif kind in (LEADER, SHUTDOWN):
+            if kind == LEADER:
                 # A new leader is in place: no need to wait out a 503 backoff.
                 self._cancel_retry()
             self._reset()
-        elif status == 423:
+        elif kind == PIN_STALE:
             self._consumer._pin_id = None
             self._reset()
-        elif status == 503:
+        elif kind == NO_LEADER:
             # No consumer leader right now (an election, a restart): try again shortly.
             self._report(self._status_error(status, desc))
             self._out_msgs = self._out_bytes = 0
@@ -478,7 +481,7 @@ class MessageStream(_PullBase, MessageReader):
         counted against the new requests); a status ends only that old request."""
         self._seen = True
         if op.status:
-            if op.status == 409 and op.hdr and b"deleted" in op.hdr.lower():
+            if op.status == 409 and op.hdr and b"deleted" in op.hdr.lower():  # DELETED
                 self._deliver(op)  # the consumer is gone: that ends us too
             return
         if self._closed:

@@ -33,6 +33,7 @@ __all__ = [
     "SequencePair",
     "ack_all",
     "ack_sync_all",
+    "ack_stream_index",
     "as_js",
     "parse_ack_subject",
 ]
@@ -62,6 +63,19 @@ class MsgMetadata(msgspec.Struct, frozen=True, gc=False):
         return datetime.datetime.fromtimestamp(self.timestamp_ns / 1e9, tz=datetime.UTC)
 
 
+def ack_stream_index(tokens: int) -> int:
+    """Where the stream's name is among the ``tokens`` dot-separated tokens of an ack
+    subject: 2 in the v1 layout (exactly 9 tokens), 4 in v2 (11 or more); the consumer,
+    the delivery count, the stream and consumer sequences, the time and the pending count
+    follow it in that order. -1 for any other count: 10 tokens fit neither layout (v2
+    adds two tokens before the stream's name), so such a subject is no ack subject.
+
+    The one reading of the layout: ``parse_ack_subject``, the ordered consumer's
+    sequence check and the Spark source's columns all place their tokens by it.
+    """
+    return 2 if tokens == 9 else 4 if tokens >= 11 else -1
+
+
 def parse_ack_subject(reply: str) -> MsgMetadata:
     """Parse a ``$JS.ACK`` reply subject, in either layout.
 
@@ -73,27 +87,22 @@ def parse_ack_subject(reply: str) -> MsgMetadata:
         NatsError: not a JetStream ack subject.
     """
     t = reply.split(".")
-    n = len(t)
-    if n < 9 or t[0] != "$JS" or t[1] != "ACK":
+    if len(t) < 9 or t[0] != "$JS" or t[1] != "ACK":
         raise NatsError(f"not a JetStream message: reply subject {reply!r}")
-    try:
-        if n == 9:
+    at = ack_stream_index(len(t))
+    if at > 0:
+        try:
             return MsgMetadata(
-                t[2], t[3], int(t[4]), SequencePair(int(t[5]), int(t[6])), int(t[7]), int(t[8])
+                t[at],
+                t[at + 1],
+                int(t[at + 2]),
+                SequencePair(int(t[at + 3]), int(t[at + 4])),
+                int(t[at + 5]),
+                int(t[at + 6]),
+                "" if at == 2 or t[2] == "_" else t[2],
             )
-        if n >= 11:
-            domain = "" if t[2] == "_" else t[2]
-            return MsgMetadata(
-                t[4],
-                t[5],
-                int(t[6]),
-                SequencePair(int(t[7]), int(t[8])),
-                int(t[9]),
-                int(t[10]),
-                domain,
-            )
-    except ValueError:
-        pass
+        except ValueError:
+            pass
     raise NatsError(f"not a JetStream message: malformed reply subject {reply!r}")
 
 

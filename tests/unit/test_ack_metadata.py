@@ -15,7 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jetstream.errors import NatsError
-from jetstream.message import JsMsg, MsgMetadata, SequencePair, parse_ack_subject
+from jetstream.message import (
+    JsMsg,
+    MsgMetadata,
+    SequencePair,
+    ack_stream_index,
+    parse_ack_subject,
+)
 
 TS = 1_795_311_856_446_713_942  # nanoseconds
 
@@ -142,3 +148,20 @@ def test_round_trip(
     assert meta.sequence == SequencePair(sseq, cseq)
     assert meta.timestamp_ns == ts and meta.num_pending == pending
     assert meta.domain == ("" if not v2 or domain == "_" else domain)
+
+
+@pytest.mark.parametrize(("tokens", "at"), [(8, -1), (9, 2), (10, -1), (11, 4), (14, 4)])
+def test_one_reading_of_the_layout(tokens: int, at: int) -> None:
+    """``ack_stream_index`` is the one place the layouts are told apart: 10 tokens fit
+    neither (v2 adds two before the stream's name), so such a subject is refused, and
+    the ordered consumer's sequence check does not take it for its next message."""
+    assert ack_stream_index(tokens) == at
+
+
+def test_ordered_check_places_the_consumer_sequence_by_the_same_layout() -> None:
+    from jetstream._ordered_base import consumer_seq
+
+    for reply, tail in ((f"$JS.ACK.S.C.1.2.3.{TS}.5", 3), (f"$JS.ACK._.h.S.C.1.2.3.{TS}.5.x", 4)):
+        n = reply.count(".") + 1
+        assert n - ack_stream_index(n) - 4 == tail
+        assert consumer_seq(reply, tail) == 3 == parse_ack_subject(reply).sequence.consumer
