@@ -206,17 +206,32 @@ async def test_mixed_server_list() -> None:
 
 
 async def test_cluster_announces_websocket_urls() -> None:
-    """Discovered servers are reached over WebSocket; a killed node is failed over."""
-    with NatsCluster(3, websocket=True) as cluster:
+    """Discovered servers are reached over WebSocket; a node in lame duck mode is left
+    while it still runs, a killed one is failed over."""
+    with NatsCluster(3, websocket=True, lame_duck_grace_period=1) as cluster:
         ws_urls = sorted(s.ws_url for s in cluster.servers)
         first = cluster.servers[0]
+        lame = asyncio.Event()
         async with jetstream.connect(
-            first.ws_url, dont_randomize=True, max_reconnect_attempts=-1, **FAST
+            first.ws_url,
+            dont_randomize=True,
+            max_reconnect_attempts=-1,
+            lame_duck_cb=lame.set,
+            **FAST,
         ) as nc:
             await wait_for(lambda: len(nc.servers) == 3)
             assert sorted(nc.servers) == ws_urls
-            await asyncio.to_thread(cluster.kill, 0)
+            first.lame_duck()
+            async with asyncio.timeout(T):
+                await lame.wait()
             await wait_for(lambda: nc.is_connected and nc.connected_url != first.ws_url)
+            assert first.running  # moved while the old server was still in lame duck
+            second = nc.connected_url
+            assert second in ws_urls
+            await asyncio.to_thread(cluster.kill, [s.ws_url for s in cluster].index(second))
+            await wait_for(
+                lambda: nc.is_connected and nc.connected_url not in (first.ws_url, second)
+            )
             assert nc.connected_url in ws_urls
             await nc.flush()
 
