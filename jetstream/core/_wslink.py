@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import zlib
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
@@ -46,6 +47,13 @@ __all__ = ["open_websocket"]
 READ_SIZE = 64 * 1024
 #: how much of a refusal's body an error quotes
 _QUOTED = 200
+#: nats-server's extension: a client that sends this header (value "true") may send its
+#: frames unmasked, if the server echoes it in its answer (as nats-server's own WebSocket
+#: leafnode connections do). Masking is for browsers, whose scripts choose the bytes a
+#: proxy's cache might misread; done in Python it took most of a 1 KiB publish's time.
+_NO_MASKING = b"nats-no-masking"
+#: writes this short or shorter go uncompressed (a PING, an ack), as nats-server's do
+_COMPRESS_MIN = 64
 #: the ports an HTTP Host header leaves out
 _DEFAULT_PORTS = {"ws": 80, "wss": 443}
 
@@ -79,7 +87,10 @@ class _WsTransport(asyncio.Transport):
         raw = link.raw
         if raw is None or raw.is_closing() or ws.state is not ConnectionState.OPEN:
             return  # as a closing socket's transport does: the loss is reported
-        raw.write(ws.send(BytesMessage(data=bytes(data))))
+        if link.unmasked:
+            raw.write(frame(data, link.compressed))
+        else:
+            raw.write(ws.send(BytesMessage(data=bytes(data))))
 
     def is_closing(self) -> bool:
         raw = self._link.raw
@@ -128,6 +139,25 @@ class _WsTransport(asyncio.Transport):
         return raw is not None and raw.is_reading()
 
 
+def frame(data: bytes | bytearray | memoryview, compress: bool) -> bytes:
+    """``data`` as one unmasked binary frame (FIN set); with ``compress``, deflated as
+    permessage-deflate without context takeover wants it (RSV1 set, a sync flush
+    whose empty block's 4 bytes are left off), unless it is too short to gain."""
+    first = 0x82
+    if compress and len(data) > _COMPRESS_MIN:
+        deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+        data = (deflate.compress(data) + deflate.flush(zlib.Z_SYNC_FLUSH))[:-4]
+        first = 0xC2
+    n = len(data)
+    if n < 126:
+        header = bytes((first, n))
+    elif n < 65536:
+        header = bytes((first, 126)) + n.to_bytes(2, "big")
+    else:
+        header = bytes((first, 127)) + n.to_bytes(8, "big")
+    return header + data
+
+
 class _WsLink(asyncio.Protocol):
     """The socket's protocol: the HTTP upgrade, then WebSocket frames to and from ``upper``."""
 
@@ -156,6 +186,8 @@ class _WsLink(asyncio.Protocol):
         self._closed_by: NatsError | None = None
         #: whether permessage-deflate was agreed on (after the upgrade)
         self.compressed = False
+        #: whether the server takes our frames unmasked (it said so in its answer)
+        self.unmasked = False
 
     # -- asyncio.Protocol --------------------------------------------------
 
@@ -173,7 +205,10 @@ class _WsLink(asyncio.Protocol):
             host=self._host,
             target=self._target,
             extensions=extensions,
-            extra_headers=[(k.encode(), v.encode()) for k, v in self._headers],
+            extra_headers=[
+                *((k.encode(), v.encode()) for k, v in self._headers),
+                (_NO_MASKING, b"true"),
+            ],
         )
         raw.write(self.ws.send(request))
         # The connection writes nothing before the server's INFO, which follows the upgrade.
@@ -201,6 +236,10 @@ class _WsLink(asyncio.Protocol):
         if isinstance(event, AcceptConnection):
             self.open = True
             self.compressed = any(e.name == "permessage-deflate" for e in event.extensions)
+            self.unmasked = any(
+                k.lower() == _NO_MASKING and v.strip().lower() == b"true"
+                for k, v in event.extra_headers
+            )
         elif isinstance(event, TextMessage):  # NATS servers send binary only; taken alike
             self.upper.data_received(event.data.encode())
         elif isinstance(event, Ping):

@@ -349,6 +349,54 @@ async def test_compression_on_and_off(ws_server: NatsServer) -> None:
         await nc.flush()
 
 
+async def _relay(target_port: int, *, drop_header: bytes) -> asyncio.Server:
+    """A TCP relay on loopback to ``target_port`` that passes every byte but the lines
+    naming ``drop_header`` in the HTTP request and answer (a proxy that drops a header)."""
+
+    def dropped(head: bytes) -> bytes:
+        lines = head.split(b"\r\n")
+        return b"\r\n".join(x for x in lines if not x.lower().startswith(drop_header))
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target_port)
+        up_writer.write(dropped(await reader.readuntil(b"\r\n\r\n")))
+        writer.write(dropped(await up_reader.readuntil(b"\r\n\r\n")))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+async def test_masked_frames_where_the_answer_does_not_allow_unmasked(
+    ws_server: NatsServer,
+) -> None:
+    """Our frames go unmasked only where the server's answer says it takes them so
+    (nats-server's Nats-No-Masking); through a proxy that drops that header, masked."""
+    relay = await _relay(ws_server.ws_port or 0, drop_header=b"nats-no-masking")
+    async with relay:
+        port = relay.sockets[0].getsockname()[1]
+        for asked in (False, True):
+            async with jetstream.connect(f"ws://127.0.0.1:{port}", ws_compression=asked) as nc:
+                link: Any = nc._conn.transport._link if nc._conn is not None else None
+                assert link.unmasked is False and link.compressed is asked
+                sub = await nc.subscribe("ws.masked")
+                payload = b"masked " * 30_000
+                await nc.publish("ws.masked", payload)
+                assert (await sub.next_msg(timeout=T)).data == payload
+    async with jetstream.connect(ws_server.ws_url) as nc:
+        link = nc._conn.transport._link if nc._conn is not None else None
+        assert link.unmasked is True  # straight to nats-server: unmasked
+
+
 # --------------------------------------------------------------------------- nats-py
 
 
