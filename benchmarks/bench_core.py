@@ -21,6 +21,12 @@ Workloads (against one embedded nats-server):
   event-loop floor, the client floor of this row: the same again through two bare
   protocols on this benchmark's event loop, the least a client on one loop waits.
 
+Then the same pub->sub and request rows (``... over WebSocket``) through the server's
+``websocket {}`` listener, ours (``ws://``, the ``ws`` extra) beside nats-py's (``ws://``
+through aiohttp), and a line giving ours over WebSocket as a share of ours over TCP
+(``--no-ws`` leaves them out; they are left out, saying so, where wsproto or aiohttp is
+not installed).
+
 Run: ``.venv/bin/python -m benchmarks.bench_core [--count N] [--loop uvloop]``; ``--cpu``
 prints where the CPU of each publish and pub->sub run went per message (this process's
 user and system time, the server's), for ours and nats-py.
@@ -29,6 +35,7 @@ user and system time, the server's), for ours and nats-py.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import math
 import statistics
 import sys
@@ -302,6 +309,63 @@ async def responder_process(impl: str, url: str, subject: str, loop: str) -> Asy
             await proc.wait()
 
 
+#: what a WebSocket row adds to the TCP row's name
+WS = " over WebSocket"
+
+
+async def websocket_rows(
+    server: NatsServer, args: Any, tcp: list[Measurement]
+) -> list[Measurement]:
+    """pub->sub and request rows through the server's websocket {} listener, ours and
+    nats-py's; prints ours over WebSocket as a share of ours over TCP (``tcp``'s rows)."""
+    missing = [m for m in ("wsproto", "aiohttp") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"WebSocket rows left out: {' and '.join(missing)} not installed (the ws extra)")
+        return []
+    url = server.ws_url
+    results: list[Measurement] = []
+    count = args.count // 4
+    for size, label in ((16, "16 B"), (1024, "1 KiB")):
+        p = b"x" * size
+        runs: dict[str, Callable[[], Awaitable[float]]] = {
+            "jetstream": partial(pubsub_ours, url, count, p),
+            "nats-py": partial(pubsub_natspy, url, count, p),
+        }
+        if args.cpu:
+            pid = server.pid or 0
+            runs = {
+                impl: with_cpu(run, f"pub->sub {label}{WS}", impl, count, pid)
+                for impl, run in runs.items()
+            }
+        cpu: dict[str, tuple[float, float]] = {}
+        for impl, s in (await race_async(runs, args.repeat, cpu)).items():
+            if not math.isinf(s):
+                row = f"pub->sub {label}{WS}"
+                results.append(
+                    Measurement(row, impl, s, count, count * size, *cpu.get(impl, (None, None)))
+                )
+    rounds = max(1, args.repeat)
+    k = max(1, args.requests // rounds)
+    lats: dict[str, list[float]] = {name: [] for name in CLIENTS}
+    for _ in range(rounds):
+        for name, (responder, requester) in CLIENTS.items():
+            lats[name] += await req_here(url, k, responder, requester)
+    for impl, lat in lats.items():
+        for q, value in (("p50", _pct(lat, 0.5)), ("p99", _pct(lat, 0.99))):
+            results.append(Measurement(f"request {q}{WS} (1/latency)", impl, value, 1))
+    seconds = {(m.workload, m.impl): m.seconds for m in [*tcp, *results]}
+    for row in ("pub->sub 16 B", "pub->sub 1 KiB", "request p50 (1/latency)"):
+        ws_row = row.replace(" (1/latency)", f"{WS} (1/latency)") if "(" in row else row + WS
+        ours, tcp_ours = seconds.get((ws_row, "jetstream")), seconds.get((row, "jetstream"))
+        theirs = seconds.get((ws_row, "nats-py"))
+        if ours and tcp_ours and theirs:
+            print(
+                f"jetstream {row} over WebSocket: {tcp_ours / ours:.2f} of its rate over TCP, "
+                f"{theirs / ours:.2f}x nats-py's over WebSocket"
+            )
+    return results
+
+
 def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -310,7 +374,7 @@ def _pct(xs: list[float], q: float) -> float:
 async def main_async(args: Any) -> list[Measurement]:
     results: list[Measurement] = []
     peers = _peers.load(not args.no_peers)
-    with NatsServer(jetstream=False) as server:
+    with NatsServer(jetstream=False, websocket=not args.no_ws) as server:
         url = server.url
         n = args.count
         for kind, count, ours, theirs, attr in (
@@ -387,6 +451,8 @@ async def main_async(args: Any) -> list[Measurement]:
             f"{on_loop * 1e6:.0f} us"
         )
         results.append(Measurement("request p50 (1/latency)", CLIENT_FLOOR, on_loop, 1))
+        if not args.no_ws:
+            results += await websocket_rows(server, args, results)
     return results
 
 
@@ -397,6 +463,7 @@ def main() -> None:
     parser.add_argument("--no-peers", action="store_true", help="only jetstream and nats-py")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     parser.add_argument("--cpu", action="store_true", help="client/server CPU per message")
+    parser.add_argument("--no-ws", action="store_true", help="no rows over WebSocket")
     args = parser.parse_args()
     results = run_on_loop(main_async(args), args.loop)
     report(
