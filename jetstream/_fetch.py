@@ -169,7 +169,7 @@ class _Fetch(_PullBase):
         # The request is lost (its server died, its consumer moved): pull again, and
         # tell the client's error callback; without ``recover`` the caller decides.
         if self._recover and not self._opts.no_wait:
-            self._nc._report_error(self._missed_error())
+            self._nc.report_error(self._missed_error())
             self._again(_PULL_AGAIN)
         else:
             self._end(self._missed_error())
@@ -190,14 +190,14 @@ class _Fetch(_PullBase):
         self._life = 0.0 if o.no_wait else expires
         self._expiry = max(self._expiry, self._loop.time() + self._life)
         # written at once (``now``), unless it waits in the buffer for a connection
-        self._buffered = bool(nc._wbuf)
+        self._buffered = nc.unsent_bytes > 0
 
     async def run(self) -> list[JsMsg]:
         o = self._opts
         nc = self._nc
         loop = self._loop
         self._subscribe()
-        nc._reconnect_hooks.append(self._on_reconnect)
+        nc.add_reconnect_hook(self._on_reconnect)
         leaders = self._consumer._js._leaders
         key = ""
         give_up: asyncio.TimerHandle | None = None
@@ -208,7 +208,7 @@ class _Fetch(_PullBase):
         try:
             self._send_pull(o.expires)
             self._arm_heartbeat()
-            end = loop.time() + nc._opts.connect_timeout + (o.expires if not o.no_wait else 0)
+            end = loop.time() + nc.connect_timeout + (o.expires if not o.no_wait else 0)
             # one timer for the whole fetch (not one per pull within it)
             give_up = loop.call_at(end + 1.0, self._again, _GAVE_UP)
             tries = 0
@@ -228,7 +228,7 @@ class _Fetch(_PullBase):
                     await self._wait_for_leader(tries, end)
                     if self._done.done():
                         continue
-                left = end - nc._opts.connect_timeout - loop.time()
+                left = end - nc.connect_timeout - loop.time()
                 if left < 0.01 or self._closed:
                     break
                 self._done = loop.create_future()
@@ -242,8 +242,7 @@ class _Fetch(_PullBase):
         finally:
             if give_up is not None:
                 give_up.cancel()
-            if self._on_reconnect in nc._reconnect_hooks:
-                nc._reconnect_hooks.remove(self._on_reconnect)
+            nc.remove_reconnect_hook(self._on_reconnect)
             if key:
                 leaders.remove(key, self._on_leader)
             self._leave(returned, cancelled)

@@ -65,7 +65,7 @@ class LeaderWatch:
     @property
     def active(self) -> bool:
         """True when connected to a cluster (where elections happen)."""
-        info = self._nc._info
+        info = self._nc.server_info
         return info is not None and bool(info.cluster)
 
     def add(self, key: str, cb: Callable[[], None]) -> None:
@@ -84,12 +84,12 @@ class LeaderWatch:
 
     def _subscribe(self) -> None:
         nc = self._nc
-        info = nc._info
+        info = nc.server_info
         if info is None or not info.cluster or nc.is_closed:
             return
-        self._sid = nc._new_sid()
-        nc._register(self._sid, self)
-        nc._send_sub(self.subject, self._sid, None)
+        self._sid = nc.new_sid()
+        nc.add_delivery(self._sid, self)
+        nc.send_sub(self.subject, self._sid, None)
 
     def _deliver(self, op: MsgOp) -> None:
         self.received += 1
@@ -180,7 +180,7 @@ class SubjectStreams:
         or None when that is not known now; then the API is asked, unless another
         question is out (the next 503 of the subject asks again)."""
         hit = self._known.get(subject)
-        if hit is not None and self._nc._loop.time() - hit[0] < self._ttl:
+        if hit is not None and self._nc.loop.time() - hit[0] < self._ttl:
             return hit[1]
         if self._asking is None and not self._nc.is_closed:
             self._asking = subject
@@ -201,12 +201,12 @@ class SubjectStreams:
             return
         known = self._known
         if len(known) >= _CACHE_MAX:
-            now = self._nc._loop.time()
+            now = self._nc.loop.time()
             for key in [k for k, (t, _) in known.items() if now - t >= self._ttl]:
                 del known[key]
             if len(known) >= _CACHE_MAX:
                 known.clear()
-        known[subject] = (self._nc._loop.time(), answer)
+        known[subject] = (self._nc.loop.time(), answer)
         if answer == NO_STREAM:
             for cb in list(self._listeners.get(subject, ())):
                 cb(False)
@@ -289,7 +289,7 @@ class SubjectStreams:
         """Wait ``delay`` seconds, or less: True when the leader of the stream that stores
         ``subject`` was just elected, False when no stream stores it, None when the whole
         delay passed."""
-        loop = self._nc._loop
+        loop = self._nc.loop
         woken: asyncio.Future[bool | None] = loop.create_future()
 
         def wake(elected: bool | None) -> None:

@@ -186,7 +186,7 @@ class OrderedBase:
         self._consumer_seq = 0
         self._tail_dots = 0
         js = self._js
-        loop = js.client._loop
+        loop = js.client.loop
         name = next_nuid()
         # A push consumer's inbox goes with its name: an attempt asking again for a
         # consumer that did land must ask for the same config, or the server refuses it
@@ -284,7 +284,7 @@ class OrderedBase:
         if nc.is_connected:
             subject = self._js.api_subject(f"CONSUMER.DELETE.{self.stream_name}.{name}")
             with contextlib.suppress(NatsError):
-                nc._publish_to_reply(subject, b"", nc.new_inbox().encode(), None)
+                nc.write_publish(subject, b"", nc.new_inbox().encode(), None)
 
     def _report(self, exc: BaseException) -> None:
         report_to(self._js.client, self._error_cb, exc)

@@ -30,7 +30,6 @@ import msgspec
 from ._leaders import NO_STREAM, SubjectStreams, no_stream_error
 from ._retry import attempt_timeout, retry_delay
 from .api import PubAck, decode_response
-from .core._numbered import publish_numbered, publish_seq
 from .errors import (
     ConnectionClosedError,
     DuplicateMessageConflictError,
@@ -119,15 +118,15 @@ class AsyncPublisher:
         if self._prefix:
             return
         nc = self._nc
-        self._prefix = f"{nc._opts.inbox_prefix}.{next_nuid()}."
+        self._prefix = f"{nc.inbox_prefix}.{next_nuid()}."
         self._reply_prefix = self._prefix.encode()
         self._cut = len(self._prefix)
         self.subject = self._prefix + "*"
-        sid = nc._new_sid()
-        nc._register(sid, self)
-        nc._send_sub(self.subject, sid, None)
-        nc._loss_hooks.append(self._on_loss)
-        nc._reconnect_hooks.append(self._on_reconnect)
+        sid = nc.new_sid()
+        nc.add_delivery(sid, self)
+        nc.send_sub(self.subject, sid, None)
+        nc.add_loss_hook(self._on_loss)
+        nc.add_reconnect_hook(self._on_reconnect)
 
     def try_publish(
         self,
@@ -154,14 +153,14 @@ class AsyncPublisher:
             hdr = encode_headers(headers) if headers else None
         nc = self._nc
         if keyed or not self._prefix or self._timer is None:
-            fut: asyncio.Future[PubAck] = nc._loop.create_future()
+            fut: asyncio.Future[PubAck] = nc.loop.create_future()
             self._send(subject, data, hdr, fut, self.timeout if timeout is None else timeout, keyed)
             return fut
         # The common case inline (see _send): subscribed, the sweep armed, no id.
         seq = self._seq + 1
-        publish_seq(nc, subject, data, self._reply_prefix, seq, hdr)
+        nc.publish_seq(subject, data, self._reply_prefix, seq, hdr)
         self._seq = seq
-        fut = nc._loop.create_future()
+        fut = nc.loop.create_future()
         deadline = self._now + (self.timeout if timeout is None else timeout)
         pending[str(seq)] = (fut, deadline, subject, None, data, hdr, deadline, False)
         return fut
@@ -186,10 +185,10 @@ class AsyncPublisher:
         if not self._prefix:
             self._ensure_sub()
         if self._timer is None:
-            self._now = self._nc._loop.time()
+            self._now = self._nc.loop.time()
             self._arm()
         seq = self._seq
-        sent, error = publish_numbered(self._nc, rows, start, stop, self._reply_prefix, seq)
+        sent, error = self._nc.publish_numbered(rows, start, stop, self._reply_prefix, seq)
         self._seq = seq + sent
         deadline = self._now + self.timeout
         pending = self._pending
@@ -214,10 +213,10 @@ class AsyncPublisher:
             self._ensure_sub()
         seq = self._seq + 1
         # The reply subject is ours (an inbox and a number): no validation needed.
-        publish_seq(self._nc, subject, data, self._reply_prefix, seq, hdr)
+        self._nc.publish_seq(subject, data, self._reply_prefix, seq, hdr)
         self._seq = seq
         if self._timer is None:
-            self._now = self._nc._loop.time()
+            self._now = self._nc.loop.time()
             self._arm()
         # Deadlines come from the sweep's clock (updated every sweep): a timeout is
         # honoured within one sweep interval, and no clock is read per message.
@@ -243,9 +242,8 @@ class AsyncPublisher:
                 break
             await self._wait_room(self.timeout if timeout is None else timeout)
         nc = self._nc
-        conn = nc._conn
-        if conn is not None and conn.write_paused:
-            await nc._wait_writable()
+        if nc.write_paused:
+            await nc.wait_writable()
         return fut
 
     # -- acks ------------------------------------------------------------------------
@@ -346,7 +344,7 @@ class AsyncPublisher:
     def _again(self, token: str, entry: _Entry, cause: NatsError) -> bool:
         """Send ``entry`` (a future's, taken from the window) again after a backoff if
         its deadline allows; False if it does not (then the caller fails it)."""
-        loop = self._nc._loop
+        loop = self._nc.loop
         delay = retry_delay(self._failed_attempt(token, cause))
         if loop.time() + delay >= entry[6] or self._nc.is_closed:
             return False
@@ -434,7 +432,7 @@ class AsyncPublisher:
             return  # the reconnect hook sends it
         subject, data, hdr, deadline, keyed = entry[2], entry[4], entry[5], entry[6], entry[7]
         try:
-            nc._publish_to_reply(subject, data, self._reply_prefix + token.encode(), hdr)
+            nc.write_publish(subject, data, self._reply_prefix + token.encode(), hdr)
         except NatsError as exc:
             del self._pending[token]
             self._fail_entry(token, entry, exc)
@@ -443,7 +441,7 @@ class AsyncPublisher:
         if token in self._tries:
             n, cause, since = self._tries[token]
             self._tries[token] = (n + 1, cause, since)
-        now = nc._loop.time()
+        now = nc.loop.time()
         first = min(now + attempt_timeout(deadline - now), deadline) if keyed else deadline
         self._pending[token] = (entry[0], first, *entry[2:])
 
@@ -472,11 +470,11 @@ class AsyncPublisher:
 
     def _arm(self) -> None:
         interval = max(0.02, min(self.timeout / 4, 0.5))
-        self._timer = self._nc._loop.call_later(interval, self._sweep)
+        self._timer = self._nc.loop.call_later(interval, self._sweep)
 
     def _sweep(self) -> None:
         self._timer = None
-        now = self._now = self._nc._loop.time()
+        now = self._now = self._nc.loop.time()
         expired = [k for k, entry in self._pending.items() if entry[1] <= now]
         failed = False
         for k in expired:
@@ -501,7 +499,7 @@ class AsyncPublisher:
 
     def _on_loss(self, exc: BaseException) -> None:
         pending, self._pending = self._pending, {}
-        now = self._nc._loop.time()
+        now = self._nc.loop.time()
         closing = self._nc.is_closed
         for token, entry in pending.items():
             if (
@@ -543,7 +541,7 @@ class AsyncPublisher:
     # -- waiting ----------------------------------------------------------------------
 
     async def _wait_room(self, timeout: float) -> None:
-        loop = self._nc._loop
+        loop = self._nc.loop
         try:
             async with asyncio.timeout(timeout):
                 while len(self._pending) >= self.max_pending:
@@ -561,7 +559,7 @@ class AsyncPublisher:
     async def wait_all(self, timeout: float) -> None:
         if not self._pending:
             return
-        w: asyncio.Future[None] = self._nc._loop.create_future()
+        w: asyncio.Future[None] = self._nc.loop.create_future()
         self._idle.append(w)
         try:
             async with asyncio.timeout(timeout):

@@ -167,11 +167,11 @@ class Publishing:
         )
         nc = self._nc
         total = self.timeout if timeout is None else timeout
-        if nc._tracing is not None:
+        if nc.tracing is not None:
             from . import _tracing
 
             return await _tracing.publish(
-                nc._tracing,
+                nc.tracing,
                 subject,
                 h,
                 len(data),
@@ -194,7 +194,7 @@ class Publishing:
         """``publish`` once its headers are made: the first attempt, then (when it
         failed in a way worth another) ``_publish_retry`` until the deadline."""
         nc = self._nc
-        start = nc._loop.time()
+        start = nc.loop.time()
         try:  # the common case: answered at the first attempt
             first_wait = total if msg_id is None else attempt_timeout(total)
             msg = await nc.request(subject, data, timeout=first_wait, headers=h)
@@ -224,7 +224,7 @@ class Publishing:
     ) -> PubAck:
         """The rest of ``publish`` after a first attempt that failed with ``cause``."""
         nc = self._nc
-        loop = nc._loop
+        loop = nc.loop
         streams = self._streams
         base, cap = retry_wait, max(RETRY_CAP, retry_wait)
         attempts = 1
@@ -359,7 +359,7 @@ class Publishing:
         )
         pub = self._publisher
         keyed = msg_id is not None
-        tracing = self._nc._tracing
+        tracing = self._nc.tracing
         if tracing is not None:
             # a send span that ends when the future resolves; its context in the headers
             span, h = tracing.start_send(subject, h, len(data), "publish_async")
@@ -370,9 +370,8 @@ class Publishing:
             if fut is None:
                 fut = await pub.publish(subject, data, h, timeout, keyed)
             else:
-                conn = self._nc._conn
-                if conn is not None and conn.write_paused:
-                    await self._nc._wait_writable()
+                if self._nc.write_paused:
+                    await self._nc.wait_writable()
         except BaseException as exc:
             if tracing is not None:
                 tracing.end_send(span, None, exc)
@@ -434,7 +433,7 @@ class Publishing:
             if sent == len(rows):
                 return
             await pub._wait_room(pub.timeout if timeout is None else timeout)
-            await self._nc._wait_writable()
+            await self._nc.wait_writable()
 
     def publish_async_abandon(self, reason: str) -> None:
         """Fail every ``publish_async`` and ``publish_rows`` message still waiting for

@@ -99,7 +99,7 @@ class _PullBase:
         js = consumer.js
         self._consumer = consumer
         self._nc = nc = js.client
-        self._loop = nc._loop
+        self._loop = nc.loop
         self._opts = opts
         self._next_subject = js.api_subject(
             f"CONSUMER.MSG.NEXT.{consumer.stream_name}.{consumer.name}"
@@ -108,7 +108,7 @@ class _PullBase:
         self.queue: str | None = None
         self.max_msgs: int | None = None
         self.received = 0
-        self._sid = nc._new_sid()
+        self._sid = nc.new_sid()
         self._buf: deque[JsMsg] = deque()
         self._seen = False
         self._hb_misses = 0
@@ -122,14 +122,14 @@ class _PullBase:
 
     def _subscribe(self) -> None:
         nc = self._nc
-        nc._register(self._sid, self, self._cls)
-        nc._send_sub(self.subject, self._sid, None)
+        nc.add_delivery(self._sid, self, self._cls)
+        nc.send_sub(self.subject, self._sid, None)
 
     def _unsubscribe(self) -> None:
         nc = self._nc
-        if self._sid in nc._subs:
-            nc._forget_sub(self._sid)
-            nc._send_unsub(self._sid, None)
+        if nc.delivery(self._sid) is not None:
+            nc.remove_delivery(self._sid)
+            nc.send_unsub(self._sid, None)
 
     def _pull(self, batch: int, max_bytes: int | None, expires: float | None = None) -> None:
         o = self._opts
@@ -137,7 +137,7 @@ class _PullBase:
         reply = self.subject.encode()
         if max_bytes is None and not o.no_wait and o.group is None:
             body = encode_pull(batch, o.expires if expires is None else expires, o.heartbeat)
-            self._nc._publish_to_reply(self._next_subject, body, reply, None, now=True)
+            self._nc.write_publish(self._next_subject, body, reply, None, now=True)
             return
         req = PullRequest(batch=batch)
         if max_bytes is not None:
@@ -158,7 +158,7 @@ class _PullBase:
                 req.priority = o.priority
             if self._consumer._pin_id:
                 req.id = self._consumer._pin_id
-        self._nc._publish_to_reply(self._next_subject, encode(req), reply, None, now=True)
+        self._nc.write_publish(self._next_subject, encode(req), reply, None, now=True)
 
     def _ack_next(self, msg: JsMsg) -> None:
         """Acknowledge ``msg`` and ask for the next batch in one message (``+NXT``)."""
@@ -170,7 +170,7 @@ class _PullBase:
         body = b"+NXT " + encode_pull(o.batch, o.expires, o.heartbeat)
         # an ack subject the server gave us: written as it is, as the plain acks are
         pre = b"PUB %b " % msg.reply.encode()
-        self._nc._publish_to_reply(msg.reply, body, self.subject.encode(), None, True, pre)
+        self._nc.write_publish(msg.reply, body, self.subject.encode(), None, True, pre)
         msg._acked = True
 
     def _deliver(self, op: MsgOp) -> None:
@@ -286,7 +286,7 @@ class _PullBase:
         still deliver (None: nothing can come or needs giving back; ended by ``_finish``)."""
         nc = self._nc
         gone = live == 0 or (owed is not None and owed <= 0) or nc.is_closed
-        if gone or self._closed or not self._acks or nc._subs.get(self._sid) is not self:
+        if gone or self._closed or not self._acks or nc.delivery(self._sid) is not self:
             self._finish(None)
             return None
         self._closed = True
@@ -340,8 +340,8 @@ class MessageStream(_PullBase, MessageReader):
             return
         self._started = True
         self._subscribe()
-        self._nc._loss_hooks.append(self._on_loss)
-        self._nc._reconnect_hooks.append(self._on_reconnect)
+        self._nc.add_loss_hook(self._on_loss)
+        self._nc.add_reconnect_hook(self._on_reconnect)
         c = self._consumer
         c._js._leaders.add(consumer_key(c.stream_name, c.name), self._on_leader)
         self._refill()
@@ -450,15 +450,15 @@ class MessageStream(_PullBase, MessageReader):
     def _retire_inbox(self) -> None:
         nc = self._nc
         old = self._sid
-        if nc._subs.get(old) is not self:
+        if nc.delivery(old) is not self:
             return
         late = _RetiredInbox(self, self.subject)
-        nc._register(old, late)
+        nc.add_delivery(old, late)
         # The longest an old request lives, and a margin for its last bytes in flight.
         late.timer = self._loop.call_later(self._opts.expires + 5.0, self._drop_retired, old)
         self._retired[old] = late
         self.subject = nc.new_inbox()
-        self._sid = nc._new_sid()
+        self._sid = nc.new_sid()
         self._subscribe()
 
     def _drop_retired(self, sid: int, cut: bool = False) -> None:
@@ -469,12 +469,12 @@ class MessageStream(_PullBase, MessageReader):
             if late.timer is not None:
                 late.timer.cancel()
             nc = self._nc
-            if nc._subs.get(sid) is late:
+            if nc.delivery(sid) is late:
                 if cut:
                     Leftover(self._consumer, nc, late.subject, sid, None, None).cut()
                     return
-                nc._forget_sub(sid)
-                nc._send_unsub(sid, None)
+                nc.remove_delivery(sid)
+                nc.send_unsub(sid, None)
 
     def _late(self, op: MsgOp) -> None:
         """What a request from before the last reset delivers: a message is kept (not
@@ -539,10 +539,8 @@ class MessageStream(_PullBase, MessageReader):
         cut = error is None and self._acks and not self._closed and not nc.is_closed
         for sid in list(self._retired):
             self._drop_retired(sid, cut)
-        if self._on_loss in nc._loss_hooks:
-            nc._loss_hooks.remove(self._on_loss)
-        if self._on_reconnect in nc._reconnect_hooks:
-            nc._reconnect_hooks.remove(self._on_reconnect)
+        nc.remove_loss_hook(self._on_loss)
+        nc.remove_reconnect_hook(self._on_reconnect)
         if cut and self._out_msgs > 0:
             left = self._leftover(self._out_msgs, None)
             if left is not None:

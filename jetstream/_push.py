@@ -38,13 +38,13 @@ class PushStream(MessageReader):
         js = consumer.js
         self._consumer = consumer
         self._nc = nc = js.client
-        self._loop = nc._loop
+        self._loop = nc.loop
         self.subject = str(cfg.deliver_subject)
         self.queue: str | None = str(cfg.deliver_group) if cfg.deliver_group else None
         self.max_msgs: int | None = None
         self.received = 0
         self._hb = float(cfg.idle_heartbeat) if cfg.idle_heartbeat else 0.0
-        self._sid = nc._new_sid()
+        self._sid = nc.new_sid()
         self._buf: deque[JsMsg] = deque()
         self._taken = 0
         self._fc: deque[tuple[int, str]] = deque()
@@ -64,8 +64,8 @@ class PushStream(MessageReader):
             return
         self._started = True
         nc = self._nc
-        nc._register(self._sid, self, self._cls)
-        nc._send_sub(self.subject, self._sid, self.queue)
+        nc.add_delivery(self._sid, self, self._cls)
+        nc.send_sub(self.subject, self._sid, self.queue)
         if self._hb:
             self._timer = self._loop.call_later(self._hb / HB_TICKS, self._tick)
 
@@ -114,7 +114,7 @@ class PushStream(MessageReader):
     def _answer_flow_control(self) -> None:
         fc = self._fc
         while fc and fc[0][0] <= self._taken:
-            self._nc._publish_reply(fc.popleft()[1], b"")
+            self._nc.write_reply(fc.popleft()[1], b"")
 
     def _tick(self) -> None:
         self._timer = None
@@ -164,9 +164,9 @@ class PushStream(MessageReader):
             self._timer.cancel()
             self._timer = None
         nc = self._nc
-        if self._sid in nc._subs:
-            nc._forget_sub(self._sid)
-            nc._send_unsub(self._sid, None)
+        if nc.delivery(self._sid) is not None:
+            nc.remove_delivery(self._sid)
+            nc.send_unsub(self._sid, None)
         self._wake()
 
     async def _close(self) -> None:

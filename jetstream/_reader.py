@@ -27,14 +27,14 @@ ErrorCallback = Callable[[BaseException], Any]
 def report_to(nc: Client, error_cb: ErrorCallback | None, exc: BaseException) -> None:
     """Hand ``exc`` to ``error_cb`` (plain or coroutine function), else to the client's."""
     if error_cb is None:
-        nc._report_error(exc)
+        nc.report_error(exc)
         return
     try:
         res = error_cb(exc)
         if inspect.isawaitable(res):
             nc.spawn(res)
     except Exception as cb_exc:
-        nc._report_error(cb_exc)
+        nc.report_error(cb_exc)
 
 
 _status_of = attrgetter("status")

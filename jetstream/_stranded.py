@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING
 from .api import AckPolicy
 from .errors import NatsError
 from .message import JsMsg, as_js
-from .protocol.commands import PING
 from .protocol.headers import NATS_PENDING_MESSAGES, parse_headers
 
 if TYPE_CHECKING:
@@ -73,7 +72,7 @@ def give_back(msg: JsMsg) -> None:
         msg._send(_NAK, True)
     except NatsError:
         return
-    client._stranded_naks += 1
+    client.count_stranded_nak()
 
 
 def _ended_count(op: MsgOp) -> int:
@@ -117,23 +116,19 @@ class Leftover:
     def linger(self, until: float) -> None:
         """Stay subscribed until what is owed came or ended, or (loop time) ``until``."""
         nc = self.nc
-        nc._register(self.sid, self)
-        self._timer = nc._loop.call_at(until, self._end)
+        nc.add_delivery(self.sid, self)
+        self._timer = nc.loop.call_at(until, self._end)
 
     def cut(self) -> None:
         """Unsubscribe now; stay in the sid table until the PONG after the UNSUB."""
         nc = self.nc
-        loop = nc._loop
-        nc._register(self.sid, self)
-        nc._send_unsub(self.sid, None)
+        loop = nc.loop
+        nc.add_delivery(self.sid, self)
+        nc.send_unsub(self.sid, None)
         self._unsubscribed = True
         self._timer = loop.call_later(CUT_WAIT, self._end)
-        conn = nc._conn
-        if conn is not None and nc.is_connected:
-            w: asyncio.Future[None] = loop.create_future()
-            conn.pongs.append(w)
-            nc._flush_now()
-            conn.write(PING)
+        w = nc.send_ping()
+        if w is not None:
             w.add_done_callback(self._ponged)
             self._pong = w
 
@@ -173,11 +168,11 @@ class Leftover:
             elif not w.cancelled():
                 w.exception()  # the connection was lost or closed: retrieved
         nc = self.nc
-        if nc._subs.get(self.sid) is self:
-            nc._forget_sub(self.sid)
+        if nc.delivery(self.sid) is self:
+            nc.remove_delivery(self.sid)
             if not self._unsubscribed:
                 self._unsubscribed = True
-                nc._send_unsub(self.sid, None)
+                nc.send_unsub(self.sid, None)
 
     async def _close(self) -> None:
         """Called by the client on close."""

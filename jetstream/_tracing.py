@@ -21,7 +21,7 @@ from .protocol.headers import NATS_MSG_ID, HeadersLike
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from .core._otel import Tracing
+    from .core.tracing import Tracing
 
 __all__ = [
     "TracedMessageStream",

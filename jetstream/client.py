@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from .core._connect import connect as _core_connect
-from .core._connect import with_client_type
+from .core import connect as _core_connect
+from .core import with_client_type
 from .core.client import Client as CoreClient
 from .counter import CounterManager
 from .js import JetStreamContext

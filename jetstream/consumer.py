@@ -136,7 +136,7 @@ class Consumer:
             priority=priority,
         )
         msgs = await fetch(self, opts)
-        tracing = self._js.client._tracing
+        tracing = self._js.client.tracing
         if tracing is not None:
             from ._tracing import received
 
@@ -149,7 +149,7 @@ class Consumer:
         """Pull up to ``batch`` messages that are available right now; maybe none."""
         opts = PullOptions(batch=batch, max_bytes=max_bytes, no_wait=True, group=group)
         msgs = await fetch(self, opts)
-        tracing = self._js.client._tracing
+        tracing = self._js.client.tracing
         if tracing is not None:
             from ._tracing import received
 
@@ -181,7 +181,7 @@ class Consumer:
         """
         opts = PullOptions(batch=1, expires=timeout, heartbeat=_default_heartbeat(timeout))
         msgs = await fetch(self, opts, via=msg)
-        tracing = self._js.client._tracing
+        tracing = self._js.client.tracing
         if tracing is not None:
             from ._tracing import received
 
@@ -220,7 +220,7 @@ class Consumer:
         ``ConsumerDeletedError``. ``stop()`` (and leaving ``async with``) gives what is
         buffered back at once with a nak, as it does what the pulls still deliver.
         """
-        tracing = self._js.client._tracing
+        tracing = self._js.client.tracing
         if self.is_push:
             if tracing is not None:
                 from ._tracing import TracedPushStream
@@ -260,7 +260,7 @@ class Consumer:
         handler go to ``error_cb`` and consumption goes on.
         """
         stream = self.messages(**messages_kw)
-        tracing = self._js.client._tracing
+        tracing = self._js.client.tracing
         if tracing is not None:
             from ._tracing import process_handler
 

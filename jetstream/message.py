@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, ClassVar, cast
 
 import msgspec
 
-from .core._base import FLUSH_THRESHOLD
 from .core.message import Msg
-from .errors import ConnectionClosedError, MsgAlreadyAckedError, NatsError, NoRespondersError
+from .errors import MsgAlreadyAckedError, NatsError, NoRespondersError
 from .errors import TimeoutError as NatsTimeoutError
 
 if TYPE_CHECKING:
@@ -152,7 +151,7 @@ class JsMsg(Msg, gc=False):
                 f"message on {self.subject!r} has no reply subject to acknowledge "
                 "(a consumer with ack_policy none?)"
             )
-        client._publish_reply(self.reply, body)
+        client.write_reply(self.reply, body)
         if terminal:
             self._acked = True
         return client
@@ -164,23 +163,10 @@ class JsMsg(Msg, gc=False):
         if self._acked or not self.reply or client is None:
             self._send(_ACK, True)
             return
-        # client._publish_formatted inline: one call less a message
-        if client._closed:
-            raise ConnectionClosedError(
-                f"cannot publish to {self.reply!r}: the connection is closed"
-            )
-        wbuf = client._wbuf
         # formatted as text, then encoded once: one conversion of the reply subject
         # instead of encoding it first and formatting bytes around it
-        wbuf += f"PUB {self.reply} 4\r\n+ACK\r\n".encode()
-        client._out_msgs += 1
-        client._out_bytes += 4
+        client.write_formatted(self.reply, f"PUB {self.reply} 4\r\n+ACK\r\n".encode(), 4)
         self._acked = True
-        if len(wbuf) >= FLUSH_THRESHOLD:
-            client._flush_now()
-        elif not client._flush_scheduled:
-            client._flush_scheduled = True
-            client._loop.call_soon(client._flush_cb)
 
     async def nak(self, delay: float | None = None) -> None:
         """Negative ack: redeliver, after ``delay`` seconds when given."""
@@ -213,7 +199,7 @@ class JsMsg(Msg, gc=False):
         # The ack subject came from the server: written as it is, not validated or cached
         # (like the plain acks).
         try:
-            await client._request(reply, _ACK, wait, None, b"PUB %b " % reply.encode())
+            await client.request_raw(reply, _ACK, wait, None, b"PUB %b " % reply.encode())
         except NatsTimeoutError:
             raise NatsTimeoutError(
                 f"the ack of the message on {self.subject!r} was not confirmed within "
@@ -306,7 +292,7 @@ def _by_client(msgs: Iterable[JsMsg]) -> dict[int, tuple[Client, list[str], list
     batch: dict[int, tuple[Client, list[str], list[JsMsg]]] = {}
     for msg in msgs:
         client, reply = msg._confirmable()
-        client._check_open()
+        client.check_open()
         _, replies, group = batch.setdefault(id(client), (client, [], []))
         replies.append(reply)
         group.append(msg)
@@ -337,7 +323,7 @@ async def ack_all(msgs: Iterable[JsMsg]) -> None:
     ):
         # the common case, checked a column at a time: one client, each with an ack
         # subject, none acknowledged yet
-        client._check_open()
+        client.check_open()
         batches = [(client, cast("list[str]", replies), group)]
     else:
         batches = _by_client(group).values()  # raises for the odd one out
@@ -352,7 +338,7 @@ def _write_acks(client: Client, replies: list[str]) -> None:
     and one encode. An ack subject came from the server, where the parser split it out
     at whitespace: it is written as it is, as ``ack`` writes it."""
     joined = ("PUB " + " 4\r\n+ACK\r\nPUB ".join(replies) + " 4\r\n+ACK\r\n").encode()
-    client._publish_formatted(replies[0], joined, 4 * len(replies), len(replies))
+    client.write_formatted(replies[0], joined, 4 * len(replies), len(replies))
 
 
 async def ack_sync_all(msgs: Iterable[JsMsg], timeout: float | None = None) -> None:
@@ -379,18 +365,17 @@ async def ack_sync_all(msgs: Iterable[JsMsg], timeout: float | None = None) -> N
     sent: list[tuple[Client, list[str]]] = []
     try:
         for client, replies, group in batch.values():
-            inboxes = client._request_each(replies, _ACK, confirms, wait)
+            inboxes = client.request_each(replies, _ACK, confirms, wait)
             sent.append((client, inboxes))
             confirms.pending.update(zip(inboxes, group, strict=True))
         confirms.total = len(confirms.pending)
         for client, _ in sent:
-            conn = client._conn
-            if conn is not None and conn.write_paused:
-                await client._wait_writable()
+            if client.write_paused:
+                await client.wait_writable()
         await confirms.fut
     finally:
         for client, inboxes in sent:
-            client._forget_requests(inboxes)
+            client.forget_requests(inboxes)
         fut = confirms.fut
         if fut.done() and not fut.cancelled():
             fut.exception()  # failed while we were cancelled: retrieved, not logged

@@ -136,7 +136,7 @@ class OrderedConsumer(OrderedBase):
         self._check_pull()
         if batch < 1:
             raise ValueError("batch must be at least 1")
-        loop = self._js.client._loop
+        loop = self._js.client.loop
         deadline = loop.time() + expires
         while True:
             consumer = await self._ensure(deadline)
@@ -202,7 +202,8 @@ class OrderedStream(MessageReader):
         self._broken = False
         self._closed = False
         self._started = False
-        self._loop = oc._js.client._loop
+        self._hooked = False  # our reconnect hook and stream leader callback are on
+        self._loop = oc._js.client.loop
 
     def _open(self) -> MessageStream | PushStream:
         inner = self._inner
@@ -239,8 +240,9 @@ class OrderedStream(MessageReader):
     def _start(self) -> None:
         self._started = True
         nc = self._oc._js.client
-        if self._on_reconnect not in nc._reconnect_hooks:
-            nc._reconnect_hooks.append(self._on_reconnect)
+        if not self._hooked:
+            self._hooked = True
+            nc.add_reconnect_hook(self._on_reconnect)
             self._oc._js._leaders.add(stream_key(self._oc.stream_name), self._on_leader)
 
     def _on_leader(self) -> None:
@@ -380,8 +382,9 @@ class OrderedStream(MessageReader):
         if self._inner is not None:
             self._oc._lost(None)
         nc = self._oc._js.client
-        if self._on_reconnect in nc._reconnect_hooks:
-            nc._reconnect_hooks.remove(self._on_reconnect)
+        if self._hooked:
+            self._hooked = False
+            nc.remove_reconnect_hook(self._on_reconnect)
             self._oc._js._leaders.remove(stream_key(self._oc.stream_name), self._on_leader)
         if self._inner is not None:
             self._inner.stop()

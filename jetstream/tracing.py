@@ -45,7 +45,7 @@ def context_of(msg: Msg | JsMsg, base: Context | None = None) -> Context:
         TracingUnavailableError: OpenTelemetry's API is not installed.
     """
     _otel()
-    from .core._otel import extract
+    from .core.tracing import extract
 
     headers: Mapping[str, str] | None = msg.headers if msg.hdr else None
     return extract(headers, base)

@@ -7,7 +7,7 @@ returns the core client alone.
 
 from __future__ import annotations
 
-from ._connect import connect
+from ._connect import connect, with_client_type
 from ._events import ConnectionEvent, EventKind, EventStream, Statistics
 from .client import Client
 from .message import Msg
@@ -24,4 +24,5 @@ __all__ = [
     "Subscription",
     "connect",
     "make_ssl_context",
+    "with_client_type",
 ]

@@ -123,7 +123,7 @@ class _ClientBase:
         self._fast_limit = -1
         #: the message class this client's parsers make (bound to this client)
         self._msg_type = Msg.for_client(self)  # type: ignore[arg-type]
-        #: the class made for the messages of some sids instead (see ``_register``),
+        #: the class made for the messages of some sids instead (see ``add_delivery``),
         #: shared with every connection's parser; and the classes of ``msg_class``
         self._sid_types: dict[int, type[Msg]] = {}
         self._msg_classes: dict[type[Msg], type[Msg]] = {}
@@ -404,29 +404,18 @@ class _ClientBase:
             return
         conn.pings_outstanding += 1
         conn.pongs.append(None)
-        self._flush_now()
+        self.flush_now()
         conn.write(PING)
         self._arm_ping(after=self._next_ping)
 
     def msg_class(self, base: type[M]) -> type[M]:
         """``base`` (``Msg`` or a subclass with the same positional fields) bound to this
         client (``base.for_client``), made once; a subscriber registers it for its sid
-        (``_register``) to have the parser make its messages of that class."""
+        (``add_delivery``) to have the parser make its messages of that class."""
         cls = self._msg_classes.get(base)
         if cls is None:
             cls = self._msg_classes[base] = base.for_client(self)  # type: ignore[arg-type]
         return cast("type[M]", cls)
-
-    def _register(self, sid: int, target: Delivery, msg_type: type[Msg] | None = None) -> None:
-        """Deliver what comes for ``sid`` to ``target``; ``msg_type``: the class its
-        messages are made of (else the client's ``Msg``)."""
-        self._subs[sid] = target
-        if msg_type is not None:
-            self._sid_types[sid] = msg_type
-
-    def _forget_sub(self, sid: int) -> None:
-        self._subs.pop(sid, None)
-        self._sid_types.pop(sid, None)
 
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled:
@@ -448,9 +437,9 @@ class _ClientBase:
 
     def _flush_cb(self) -> None:
         self._flush_scheduled = False
-        self._flush_now()
+        self.flush_now()
 
-    def _flush_now(self) -> None:
+    def flush_now(self) -> None:
         conn = self._conn
         if conn is None or not self._wbuf or not conn.writable:
             return  # kept for the next connection when this one is going away
@@ -475,7 +464,7 @@ class _ClientBase:
             if not w.done():
                 w.set_result(None)
 
-    async def _wait_writable(self) -> None:
+    async def wait_writable(self) -> None:
         conn = self._conn
         while conn is not None and conn.write_paused and self._conn is conn:
             w = self._loop.create_future()
@@ -487,11 +476,13 @@ class _ClientBase:
                     self._write_waiters.remove(w)
                 raise
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
         if self._state is _State.CLOSED:
             raise ConnectionClosedError("the connection is closed")
 
-    def _report_error(self, exc: BaseException) -> None:
+    def report_error(self, exc: BaseException) -> None:
+        """Report an error no caller can be raised to (a slow consumer, a missed
+        heartbeat): to ``error_cb``, else the log; and as an ``ERROR`` event."""
         self._last_error = exc
         self._emit(EventKind.ERROR, exc)
         cb = self._opts.error_cb
@@ -499,6 +490,8 @@ class _ClientBase:
             log.warning("jetstream: %s", exc)
         else:
             self._fire(cb, exc)
+
+    _report_error = report_error  # the name ConnectionOwner (core/_connection.py) calls
 
     def _fire(self, cb: Callback | None, *args: Any) -> None:
         self._runner.fire(cb, *args)

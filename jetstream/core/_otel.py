@@ -165,7 +165,7 @@ class Tracing:
             client._publish_nowait(subject, data, reply, encode_headers(h))
             conn = client._conn
             if conn is not None and conn.write_paused:
-                await client._wait_writable()
+                await client.wait_writable()
             elif not client._wbuf:
                 await client._give_a_turn()
 

@@ -14,15 +14,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from types import TracebackType
-from typing import NoReturn, Self
+from typing import Self
 
 from ..errors import (
     ConnectionClosedError,
     DisconnectedError,
-    MaxPayloadError,
     NatsError,
     NoRespondersError,
-    ReconnectBufferFullError,
 )
 from ..errors import TimeoutError as NatsTimeoutError
 from ..protocol.commands import PING, encode_pub, encode_sub, encode_unsub
@@ -31,27 +29,20 @@ from ..protocol.ops import Info
 from ..protocol.subjects import (
     next_nuid,
     validate_queue,
-    validate_subject,
     validate_subscribe_subject,
 )
-from ._base import _SIZE_LINES, FLUSH_THRESHOLD, _ClientBase, _size_line, _State
+from ._base import _SIZE_LINES, FLUSH_THRESHOLD, _size_line, _State
+from ._contract import _not_bytes
 from ._events import ConnectionEvent, EventKind, EventStream, Statistics
 from ._mux import RequestMux, Waiter, gather_replies
+from ._numbered import NumberedWrites
 from .message import Msg
 from .subscription import MsgHandler, Subscription
 
 __all__ = ["Client"]
 
 
-def _not_bytes(wbuf: bytearray, mark: int, data: object) -> TypeError:
-    """Take back the partly written message from ``mark`` on; the error for its data."""
-    del wbuf[mark:]
-    return TypeError(
-        f"message data must be bytes, bytearray or memoryview, not {type(data).__name__}"
-    )
-
-
-class Client(_ClientBase):
+class Client(NumberedWrites):
     """A connection to a NATS system. Make one with ``await jetstream.connect(...)``."""
 
     # -- properties ---------------------------------------------------------
@@ -92,7 +83,7 @@ class Client(_ClientBase):
 
     async def force_reconnect(self) -> None:
         """Drop the current socket and reconnect (to the next server of the pool)."""
-        self._check_open()
+        self.check_open()
         conn = self._conn
         if conn is not None:
             conn.fail(NatsError("reconnect forced"))
@@ -146,10 +137,10 @@ class Client(_ClientBase):
                     self._out_msgs += 1
                     self._out_bytes += size
                     if len(wbuf) >= FLUSH_THRESHOLD:
-                        self._flush_now()
+                        self.flush_now()
                         conn = self._conn
                         if conn is not None and conn.write_paused:
-                            await self._wait_writable()
+                            await self.wait_writable()
                         else:
                             await self._give_a_turn()
                     elif not self._flush_scheduled:
@@ -161,7 +152,7 @@ class Client(_ClientBase):
         self._publish_nowait(subject, data, reply, encode_headers(headers) if headers else None)
         conn = self._conn
         if conn is not None and conn.write_paused:
-            await self._wait_writable()
+            await self.wait_writable()
         elif not self._wbuf:  # a full buffer was just written
             await self._give_a_turn()
 
@@ -206,99 +197,7 @@ class Client(_ClientBase):
                 encode_pub(wbuf, subject, data, reply, hdr)
         except TypeError:
             raise _not_bytes(wbuf, mark, data) from None
-        self._out_msgs += 1
-        self._out_bytes += size
-        if len(wbuf) >= FLUSH_THRESHOLD:
-            self._flush_now()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush_cb)
-
-    def _publish_to_reply(
-        self,
-        subject: str,
-        data: bytes | bytearray | memoryview,
-        reply: bytes,
-        hdr: bytes | None,
-        now: bool = False,
-        pre: bytes | None = None,
-    ) -> None:
-        """Buffer a message whose reply subject the client made itself (not validated);
-        with ``now``, write it at once (someone waits for the answer). ``pre``: the
-        ``PUB <subject> `` prefix of a subject the server gave us (not validated); a
-        message without a reply subject passes ``PUB <subject>`` and ``reply=b""``."""
-        if self._closed:
-            raise ConnectionClosedError(f"cannot publish to {subject!r}: the connection is closed")
-        if pre is None:
-            pre = self._pub_prefixes.get(subject)
-            if pre is None:
-                pre = self._pub_prefix(subject)
-        wbuf = self._wbuf
-        size = len(data) if hdr is None else len(data) + len(hdr)
-        if size > self._fast_limit:
-            self._check_room(subject, size, wbuf)
-        mark = len(wbuf)
-        if hdr is None:
-            wbuf += b"%b%b %d\r\n" % (pre, reply, size)
-        else:
-            wbuf += b"H%b%b %d %d\r\n%b" % (pre, reply, len(hdr), size, hdr)
-        try:
-            wbuf += data
-        except TypeError:
-            raise _not_bytes(wbuf, mark, data) from None
-        wbuf += b"\r\n"
-        self._out_msgs += 1
-        self._out_bytes += size
-        if now or len(wbuf) >= FLUSH_THRESHOLD:
-            self._flush_now()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush_cb)
-
-    def _check_room(self, subject: str, size: int, wbuf: bytearray) -> None:
-        """Refuse a message too big for the server or for the reconnect buffer."""
-        if size > self._max_payload or (
-            self._conn is None and len(wbuf) + size > self._opts.reconnect_buf_size
-        ):
-            self._refuse(subject, size)
-
-    def _publish_formatted(self, reply: str, message: bytes, size: int, count: int = 1) -> None:
-        """``_publish_reply`` of a message the caller formatted whole (``PUB <reply>
-        <size>\\r\\n<body>\\r\\n``: an ack, formatted with one ``%``), or of ``count``
-        of them joined (``size``: their bodies' bytes)."""
-        if self._closed:
-            raise ConnectionClosedError(f"cannot publish to {reply!r}: the connection is closed")
-        wbuf = self._wbuf
-        wbuf += message
-        self._out_msgs += count
-        self._out_bytes += size
-        if len(wbuf) >= FLUSH_THRESHOLD:
-            self._flush_now()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush_cb)
-
-    def _publish_reply(self, reply: str, body: bytes) -> None:
-        """Buffer a small message to a subject the server gave us (an ack subject).
-
-        No validation: the parser splits control lines on whitespace, so a reply
-        subject cannot carry the characters validation guards against.
-        """
-        message = b"PUB %b %d\r\n%b\r\n" % (reply.encode(), len(body), body)
-        self._publish_formatted(reply, message, len(body))
-
-    def _pub_prefix(self, subject: str) -> bytes:
-        """Validate a publish subject and cache its ``PUB <subject> `` prefix (and make
-        room for the heads of ``publish``'s fast path)."""
-        validate_subject(subject)
-        cache = self._pub_prefixes
-        if len(cache) >= 4096:
-            cache.clear()
-            self._pub_heads.clear()
-        pre = cache[subject] = b"PUB " + subject.encode() + b" "
-        if len(self._pub_heads) < 1024 and self._tracing is None:
-            self._pub_heads[subject] = {}  # a traced publish never takes the fast path
-        return pre
+        self._written(1, size)
 
     def _pub_head(self, heads: dict[int, bytes], subject: str, size: int) -> bytes:
         """``PUB <subject> <size>\\r\\n`` of a subject validated before (its prefix is
@@ -313,17 +212,6 @@ class Client(_ClientBase):
             heads[size] = head
         return head
 
-    def _refuse(self, subject: str, size: int) -> NoReturn:
-        if size > self._max_payload:
-            raise MaxPayloadError(
-                f"message to {subject!r} is {size} bytes; the server's max_payload is "
-                f"{self._max_payload}"
-            )
-        raise ReconnectBufferFullError(
-            f"disconnected, and the reconnect buffer ({self._opts.reconnect_buf_size} "
-            f"bytes) cannot take {size} more for {subject!r}"
-        )
-
     async def flush(self, timeout: float = 10.0) -> None:
         """Send what is buffered and wait for the server's PONG (a full round trip).
 
@@ -331,7 +219,7 @@ class Client(_ClientBase):
             TimeoutError: no PONG within ``timeout`` seconds (also waiting for a reconnect).
             DisconnectedError: the connection was lost before the PONG came.
         """
-        self._check_open()
+        self.check_open()
         try:
             async with asyncio.timeout(timeout):
                 if self._conn is None:
@@ -341,7 +229,7 @@ class Client(_ClientBase):
                     raise DisconnectedError("disconnected while flushing")
                 w = self._loop.create_future()
                 conn.pongs.append(w)
-                self._flush_now()
+                self.flush_now()
                 conn.write(PING)
                 await w
         except TimeoutError as exc:
@@ -356,19 +244,6 @@ class Client(_ClientBase):
         return self._loop.time() - t0
 
     # -- subscribing ---------------------------------------------------------------
-
-    def _new_sid(self) -> int:
-        return next(self._sids)
-
-    def _send_sub(self, subject: str, sid: int, queue: str | None) -> None:
-        encode_sub(self._wbuf, subject, sid, queue)
-        self._schedule_flush()
-
-    def _send_unsub(self, sid: int, max_msgs: int | None) -> None:
-        if self._state is _State.CLOSED:
-            return
-        encode_unsub(self._wbuf, sid, max_msgs)
-        self._schedule_flush()
 
     async def subscribe(
         self,
@@ -390,13 +265,13 @@ class Client(_ClientBase):
         Raises:
             BadSubjectError: the subject or queue name is invalid (nothing is sent).
         """
-        self._check_open()
+        self.check_open()
         validate_subscribe_subject(subject)
         if queue is not None:
             validate_queue(queue)
         if max_msgs is not None and max_msgs <= 0:
             raise ValueError("max_msgs must be positive")
-        sid = self._new_sid()
+        sid = self.new_sid()
         msgs_limit = pending_msgs_limit or self._opts.pending_msgs_limit
         bytes_limit = pending_bytes_limit or self._opts.pending_bytes_limit
         tracing = self._tracing
@@ -423,10 +298,10 @@ class Client(_ClientBase):
     def _request_mux(self) -> RequestMux:
         mux = self._mux
         if mux is None:
-            sid = self._new_sid()
+            sid = self.new_sid()
             mux = RequestMux(self, f"{self._opts.inbox_prefix}.{next_nuid()}.", sid)
             self._subs[sid] = mux
-            self._send_sub(mux.subject, sid, None)
+            self.send_sub(mux.subject, sid, None)
             self._mux = mux
         return mux
 
@@ -446,9 +321,9 @@ class Client(_ClientBase):
             DisconnectedError: the connection was lost while waiting.
         """
         hdr = encode_headers(headers) if headers else None
-        return await self._request(subject, data, timeout, hdr, None)
+        return await self.request_raw(subject, data, timeout, hdr, None)
 
-    async def _request(
+    async def request_raw(
         self,
         subject: str,
         data: bytes | bytearray | memoryview,
@@ -456,8 +331,8 @@ class Client(_ClientBase):
         hdr: bytes | None,
         pre: bytes | None,
     ) -> Msg:
-        """``request`` with an encoded header block; ``pre`` as in ``_publish_to_reply``."""
-        self._check_open()
+        """``request`` with an encoded header block; ``pre`` as in ``write_publish``."""
+        self.check_open()
         mux = self._mux or self._request_mux()
         n = next(mux.tokens)
         token = str(n)
@@ -473,10 +348,10 @@ class Client(_ClientBase):
             # share one write at the end of the iteration. The reply subject is ours:
             # not validated, not cached.
             now = len(mux.waiters) == 1
-            self._publish_to_reply(subject, data, b"%b%d" % (mux.prefix_b, n), hdr, now, pre)
+            self.write_publish(subject, data, b"%b%d" % (mux.prefix_b, n), hdr, now, pre)
             conn = self._conn
             if conn is not None and conn.write_paused:
-                await self._wait_writable()
+                await self.wait_writable()
             msg = await fut
         except BaseException:
             if fut.done() and not fut.cancelled():
@@ -488,23 +363,23 @@ class Client(_ClientBase):
             raise NoRespondersError(f"no responders on {subject!r}")
         return msg
 
-    def _request_each(
+    def request_each(
         self, subjects: Sequence[str], data: bytes, waiter: Waiter, timeout: float
     ) -> list[str]:
         """Write one request to each of ``subjects`` (subjects the server gave us: not
         validated), every reply going to ``waiter``, in one write; returns their reply
-        subjects, dropped with ``_forget_requests`` when done."""
-        self._check_open()
+        subjects, dropped with ``forget_requests`` when done."""
+        self.check_open()
         mux = self._mux or self._request_mux()
         inboxes = mux.add_each(subjects, waiter, timeout)
         size = len(data)
         for subject, reply in zip(subjects, inboxes, strict=True):
             message = b"PUB %b %b %d\r\n%b\r\n" % (subject.encode(), reply.encode(), size, data)
-            self._publish_formatted(subject, message, size)
-        self._flush_now()
+            self.write_formatted(subject, message, size)
+        self.flush_now()
         return inboxes
 
-    def _forget_requests(self, inboxes: Sequence[str]) -> None:
+    def forget_requests(self, inboxes: Sequence[str]) -> None:
         if self._mux is not None:
             self._mux.forget(inboxes)
 
@@ -549,14 +424,14 @@ class Client(_ClientBase):
         deadline = self._loop.time() + timeout
         subs = [s for s in self._subs.values() if isinstance(s, Subscription)]
         for s in subs:
-            self._send_unsub(s.sid, None)
+            self.send_unsub(s.sid, None)
         try:
             if self._conn is not None:
                 await self.flush(timeout=max(deadline - self._loop.time(), 0.001))
         except NatsError:
             pass
         for s in subs:
-            self._forget_sub(s.sid)
+            self.remove_delivery(s.sid)
             s._finish(None)
         for s in subs:
             await s._wait_handled(max(deadline - self._loop.time(), 0.001))

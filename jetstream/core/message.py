@@ -7,7 +7,6 @@ the header block is parsed only when ``headers`` is first read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import ClassVar, Protocol, Self
 
 from ..protocol.headers import Headers, HeadersLike, encode_headers, parse_headers
@@ -18,20 +17,15 @@ __all__ = ["Msg", "Responder"]
 _EMPTY_HEADERS = Headers()
 
 
-class _Writer(Protocol):
-    write_paused: bool
-
-
 class Responder(Protocol):
     """What ``Msg.respond`` needs of the client that received the message."""
 
-    @property
-    def _subs(self) -> Mapping[int, object]: ...
+    def delivery(self, sid: int) -> object: ...
 
     @property
-    def _conn(self) -> _Writer | None: ...
+    def write_paused(self) -> bool: ...
 
-    def _publish_to_reply(
+    def write_publish(
         self,
         subject: str,
         data: bytes | bytearray | memoryview,
@@ -41,7 +35,7 @@ class Responder(Protocol):
         pre: bytes | None = None,
     ) -> None: ...
 
-    async def _wait_writable(self) -> None: ...
+    async def wait_writable(self) -> None: ...
 
 
 class Msg(MsgOp, gc=False):
@@ -114,12 +108,11 @@ class Msg(MsgOp, gc=False):
         # the answer (with any buffered before it) is written now, not at the end of
         # this loop iteration; within a burst the answers share one write. The reply
         # subject came from the server: written as it is (like an ack subject).
-        sub = client._subs.get(self.sid)
+        sub = client.delivery(self.sid)
         now = not getattr(sub, "_queue", None)
-        client._publish_to_reply(reply, data, b"", hdr, now, f"PUB {reply}".encode())
-        conn = client._conn
-        if conn is not None and conn.write_paused:
-            await client._wait_writable()
+        client.write_publish(reply, data, b"", hdr, now, f"PUB {reply}".encode())
+        if client.write_paused:
+            await client.wait_writable()
 
     def __repr__(self) -> str:
         extra = f", status={self.status}" if self.status else ""

@@ -41,11 +41,11 @@ class SubscriptionOwner(Protocol):
     @property
     def _loop(self) -> asyncio.AbstractEventLoop: ...
 
-    def _report_error(self, exc: BaseException) -> None: ...
+    def report_error(self, exc: BaseException) -> None: ...
 
-    def _forget_sub(self, sid: int) -> None: ...
+    def remove_delivery(self, sid: int) -> None: ...
 
-    def _send_unsub(self, sid: int, max_msgs: int | None) -> None: ...
+    def send_unsub(self, sid: int, max_msgs: int | None) -> None: ...
 
     async def flush(self, timeout: float = 10.0) -> None: ...
 
@@ -162,7 +162,7 @@ class Subscription:
         try:
             self._cb(op)
         except Exception as exc:  # a user callback must not kill the read loop
-            self._client._report_error(exc)
+            self._client.report_error(exc)
         if self.max_msgs is not None:
             self._check_max()
 
@@ -171,14 +171,14 @@ class Subscription:
         self._dropped_bytes += size
         if not self._slow:
             self._slow = True
-            self._client._report_error(
+            self._client.report_error(
                 SlowConsumerError(self.subject, self.sid, self.dropped, self._dropped_bytes)
             )
 
     def _check_max(self) -> None:
         if self.max_msgs is not None and self.received >= self.max_msgs:
             # The server has auto-unsubscribed; no more will come.
-            self._client._forget_sub(self.sid)
+            self._client.remove_delivery(self.sid)
             self._finish(None)
 
     def _finish(self, error: BaseException | None) -> None:
@@ -282,7 +282,7 @@ class Subscription:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
-                    self._client._report_error(exc)
+                    self._client.report_error(exc)
             if self._closed:
                 return
             await self._wait()
@@ -313,21 +313,21 @@ class Subscription:
             return
         if limit is not None and limit > self.received:
             self.max_msgs = limit
-            self._client._send_unsub(self.sid, limit)
+            self._client.send_unsub(self.sid, limit)
             return
-        self._client._send_unsub(self.sid, None)
-        self._client._forget_sub(self.sid)
+        self._client.send_unsub(self.sid, None)
+        self._client.remove_delivery(self.sid)
         self._finish(None)
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Unsubscribe, then wait until the messages already received are handled."""
         if not self._closed:
-            self._client._send_unsub(self.sid, None)
+            self._client.send_unsub(self.sid, None)
             try:
                 await self._client.flush(timeout=timeout)
             except NatsError:
                 pass
-            self._client._forget_sub(self.sid)
+            self._client.remove_delivery(self.sid)
             self._finish(None)
         await self._wait_handled(timeout)
 
