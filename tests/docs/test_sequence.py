@@ -39,6 +39,7 @@ import yaml
 
 from jetstream import Client
 from jetstream.embedded import NatsServer
+from tests.certs import CertPaths
 from tests.docs.runners import run_page_as_file, run_pasted
 from tests.docs.test_cli_page import console_sessions, run_command
 from tests.docs.test_docs import PAGE_TIMEOUT, Block, _page_blocks, parse_blocks
@@ -107,11 +108,25 @@ STEPS = steps()
 
 
 @pytest.fixture(scope="module")
-def server(module_nats_server: NatsServer) -> Iterator[NatsServer]:
-    """The one server of the whole sequence; ``NATS_URL`` names it."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NATS_URL", module_nats_server.url)
-        yield module_nats_server
+def server(tls_certs: CertPaths) -> Iterator[NatsServer]:
+    """The one server of the whole sequence; ``NATS_URL`` names it, ``NATS_WS_URL`` its
+    WebSocket listener. The wss:// samples of the WebSocket page go to a second server,
+    ``NATS_WSS_URL``, whose certificate the CA file ``NATS_CA_FILE`` verifies."""
+    with (
+        NatsServer(websocket=True) as one,
+        NatsServer(
+            jetstream=False,
+            websocket=True,
+            tls_cert=tls_certs.server_cert,
+            tls_key=tls_certs.server_key,
+        ) as wss,
+        pytest.MonkeyPatch.context() as mp,
+    ):
+        mp.setenv("NATS_URL", one.url)
+        mp.setenv("NATS_WS_URL", one.ws_url)
+        mp.setenv("NATS_WSS_URL", wss.ws_url)
+        mp.setenv("NATS_CA_FILE", tls_certs.ca_cert)
+        yield one
 
 
 def _run_script(block: Block, url: str) -> None:
