@@ -439,9 +439,12 @@ async def test_ws_to_a_nats_client_port_says_so(ws_server: NatsServer) -> None:
     assert time.monotonic() - t0 < 1.0  # at once, not at the connect timeout
 
 
-async def _http_server(answer: bytes, requests: list[bytes]) -> asyncio.Server:
+async def _http_server(
+    answer: bytes, requests: list[bytes], ended: asyncio.Event | None = None
+) -> asyncio.Server:
     """A plain HTTP server on loopback: records each request head, sends ``answer``
-    (nothing at all when it is empty) and keeps the socket until the peer closes."""
+    (nothing at all when it is empty) and keeps the socket until the peer closes it
+    (then sets ``ended``)."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -450,6 +453,8 @@ async def _http_server(answer: bytes, requests: list[bytes]) -> asyncio.Server:
                 writer.write(answer)
                 await writer.drain()
             await reader.read()
+            if ended is not None:
+                ended.set()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -494,6 +499,24 @@ async def test_a_listener_that_never_answers_times_out() -> None:
         assert isinstance(info.value.__cause__, jetstream.TimeoutError)
         assert time.monotonic() - t0 < 0.5 + 1.0
         assert len(requests) == 1
+
+
+async def test_cancelling_a_connect_during_the_upgrade_leaves_nothing() -> None:
+    """Cancelled while the upgrade waits for its answer: the socket is closed (the
+    listener sees its end) and no task is left (the suite's leak check)."""
+    requests: list[bytes] = []
+    ended = asyncio.Event()
+    server = await _http_server(b"", requests, ended)
+    async with server:
+        port = server.sockets[0].getsockname()[1]
+        task = asyncio.ensure_future(jetstream.connect(f"ws://127.0.0.1:{port}", **FAST))
+        await wait_for(lambda: requests)  # the upgrade request arrived
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        async with asyncio.timeout(T):
+            await ended.wait()
+        assert requests[0].startswith(b"GET / HTTP/1.1\r\n")
 
 
 async def test_bad_ws_headers_are_refused_before_connecting() -> None:
