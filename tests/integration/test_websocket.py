@@ -526,6 +526,35 @@ async def test_bad_ws_headers_are_refused_before_connecting() -> None:
         jetstream.connect("ws://127.0.0.1:1", ws_headers={"X-A": "a\r\nB: c"})
 
 
+_LOADED = """
+import asyncio, sys
+import jetstream
+
+async def main():
+    async with jetstream.connect(sys.argv[1]) as nc:
+        await nc.flush()
+
+asyncio.run(main())
+print(*(m in sys.modules for m in ("jetstream.core._wslink", "wsproto", "h11")))
+"""
+
+
+async def test_tcp_loads_nothing_of_websocket(ws_server: NatsServer) -> None:
+    """A client over TCP imports neither the WebSocket layer nor its packages; one
+    over WebSocket imports them when it connects."""
+    for url, expected in (
+        (ws_server.url, "False False False"),
+        (ws_server.ws_url, "True True True"),
+    ):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _LOADED, url, stdout=asyncio.subprocess.PIPE
+        )
+        async with asyncio.timeout(30):
+            out, _ = await proc.communicate()
+        assert proc.returncode == 0
+        assert out.decode().strip() == expected, url
+
+
 async def test_ws_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "wsproto", None)  # as if it were not installed
     with pytest.raises(WebSocketUnavailableError, match=r"need wsproto.*pip install wsproto"):
