@@ -21,7 +21,7 @@ from ._context import ConsumerHandle
 from ._leaders import consumer_key
 from ._pull import PullOptions, _PullBase
 from ._pullstatus import ENDED, HEARTBEAT, LEADER, NO_LEADER, PIN_STALE, SHUTDOWN
-from ._retry import retry_delay
+from ._retry import Backoff
 from ._stranded import LINGER_MARGIN, give_back
 from .api import ConsumerInfo
 from .errors import (
@@ -211,7 +211,7 @@ class _Fetch(_PullBase):
             end = loop.time() + nc.connect_timeout + (o.expires if not o.no_wait else 0)
             # one timer for the whole fetch (not one per pull within it)
             give_up = loop.call_at(end + 1.0, self._again, _GAVE_UP)
-            tries = 0
+            backoff = Backoff(end, floor=0.0)
             while True:
                 try:
                     why = await self._done
@@ -221,11 +221,10 @@ class _Fetch(_PullBase):
                     break
                 if why in (_ENDED, _GAVE_UP) or self._full:
                     break
-                tries += 1
                 if why == _NO_LEADER:
                     # A new leader announced meanwhile (``_on_leader``) ends the wait.
                     self._done = loop.create_future()
-                    await self._wait_for_leader(tries, end)
+                    await self._wait_for_leader(backoff)
                     if self._done.done():
                         continue
                 left = end - nc.connect_timeout - loop.time()
@@ -269,15 +268,14 @@ class _Fetch(_PullBase):
             for msg in buf:
                 give_back(msg)
 
-    async def _wait_for_leader(self, tries: int, end: float) -> None:
+    async def _wait_for_leader(self, backoff: Backoff) -> None:
         """After a 503: a consumer that does not exist ends the fetch with
         ``ConsumerNotFoundError``; else wait a backoff before the next pull, or until
         the consumer's new leader is announced (``_done`` completes). The consumer's info
         is asked after each 503 but waited for ``LEADER_INFO_WAIT`` at most: nobody
         answers it while the consumer elects a leader."""
         c = self._consumer
-        loop = self._loop
-        left = end - loop.time()
+        left = backoff.left()
         if left > 0.05:
             try:
                 await c._js._api(
@@ -290,7 +288,7 @@ class _Fetch(_PullBase):
                 raise
             except NatsError:
                 pass  # no leader yet, a timeout, a lost connection: try again
-        delay = min(retry_delay(tries), max(end - loop.time(), 0))
+        delay = backoff.next_pause() or 0.0
         if not self._done.done() and delay > 0:
             await asyncio.wait([self._done], timeout=delay)
 

@@ -13,17 +13,12 @@ message-get API. Either way the messages come in stream order.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-import msgspec
-
-from ._retry import retry_delay
 from .api import MsgGetRequest
 from .errors import JetStreamApiError, MessageNotFoundError
-from .errors import TimeoutError as NatsTimeoutError
 from .protocol.headers import NATS_NUM_PENDING
-from .stream import Stream, StreamMsg, _direct_msg, _status_error
+from .stream import Stream, StreamMsg, _status_error
 
 __all__ = ["LastMsgs"]
 
@@ -115,49 +110,14 @@ class LastMsgs:
         """One batched direct get: (status, messages, pending after them, up-to sequence).
 
         The status is 0 for a batch that ended, 404 when nothing matched, 413 when too
-        much did. No responders (a replica not current yet, its interest not known yet)
-        is asked again with backoff within the timeout.
+        much did (``Stream._direct_batch``, with its 503 policy).
         """
         stream = self._stream
-        js = stream.js
-        nc = js.client
-        subject = js.api_subject(f"DIRECT.GET.{stream.name}")
-        body = msgspec.json.encode(req)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
-        tries = 0
-        while True:
-            inbox = nc.new_inbox()
-            sub = await nc.subscribe(inbox)
-            out: list[StreamMsg] = []
-            try:
-                await nc.publish(subject, body, reply=inbox)
-                while True:
-                    left = deadline - loop.time()
-                    try:
-                        msg = await sub.next_msg(timeout=max(left, 0.01))
-                    except NatsTimeoutError:
-                        raise NatsTimeoutError(
-                            f"direct get of the last messages of {self._filters[:3]} on "
-                            f"{stream.name!r}: no reply within {self._timeout}s"
-                        ) from None
-                    if msg.status == 204:
-                        h = msg.headers
-                        pending = int(h.get(NATS_NUM_PENDING, "0") or 0)
-                        return 0, out, pending, int(h.get(_UP_TO_SEQUENCE, "0") or 0)
-                    if msg.status in (404, 413) and not out:
-                        return msg.status, out, 0, 0
-                    if msg.status == 503 and not out:
-                        break
-                    if msg.status:
-                        raise _status_error(msg, stream.name, subject)
-                    out.append(_direct_msg(msg, stream.name))
-            finally:
-                await sub.unsubscribe()
-            tries += 1
-            left = deadline - loop.time()
-            if left < 0.05:
-                raise NatsTimeoutError(
-                    f"direct get on {stream.name!r}: no replica answered within {self._timeout}s"
-                )
-            await asyncio.sleep(min(retry_delay(tries), left))
+        out, end = await stream._direct_batch(req, self._timeout)
+        if end.status == 204:
+            h = end.headers
+            pending = int(h.get(NATS_NUM_PENDING, "0") or 0)
+            return 0, out, pending, int(h.get(_UP_TO_SEQUENCE, "0") or 0)
+        if not out:
+            return end.status, out, 0, 0
+        raise _status_error(end, stream.name, stream.js.api_subject(f"DIRECT.GET.{stream.name}"))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ._context import Context
 from ._leaders import stream_key
 from ._reader import report_to
-from ._retry import retry_delay
+from ._retry import Backoff
 from ._stream_consumers import StreamConsumers, stream_consumers
 from .api import AckPolicy, ConsumerAction, ConsumerConfig, DeliverPolicy, ReplayPolicy
 from .consumer import Consumer
@@ -192,7 +192,7 @@ class OrderedBase:
         # consumer that did land must ask for the same config, or the server refuses it
         # as a different consumer of that name, again at every retry.
         deliver = js.client.new_inbox() if self.push else None
-        attempt = 0
+        backoff = Backoff(deadline, floor=0.0)
         scope: asyncio.Timeout | None = None
         elected = False
 
@@ -242,10 +242,7 @@ class OrderedBase:
                         deliver = js.client.new_inbox() if self.push else None
                         continue
                     self._report(exc)
-                    attempt += 1
-                    pause = retry_delay(attempt)
-                    if deadline is not None:
-                        pause = min(pause, max(deadline - loop.time(), 0.0))
+                    pause = backoff.next_pause() or 0.0
                     # an election ends the pause early
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(pause) as scope:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ._leaders import NO_STREAM, SubjectStreams, no_stream_error
 from ._pubasync import AckTracker, AsyncPublisher
-from ._retry import RETRY_BASE, RETRY_CAP, attempt_timeout, retry_delay
+from ._retry import RETRY_BASE, RETRY_CAP, Backoff, attempt_timeout
 from .api import PubAck, decode_response
 from .core.client import Client
 from .errors import (
@@ -224,19 +224,16 @@ class Publishing:
     ) -> PubAck:
         """The rest of ``publish`` after a first attempt that failed with ``cause``."""
         nc = self._nc
-        loop = nc.loop
         streams = self._streams
-        base, cap = retry_wait, max(RETRY_CAP, retry_wait)
+        # started again from the shortest when the stream's new leader is announced
+        backoff = Backoff(deadline, base=retry_wait, cap=max(RETRY_CAP, retry_wait), floor=0.01)
         attempts = 1
-        step = 1  # of the backoff: started again when the stream's new leader is announced
         while True:
-            left = deadline - loop.time()
             if retry_attempts is not None and attempts > retry_attempts:
                 raise _gave_up(cause, subject, attempts, f"(retry_attempts={retry_attempts})")
-            if left < 0.01:
+            delay = backoff.next_pause(share=0.5)
+            if delay is None:
                 raise _gave_up(cause, subject, attempts, "before the call's deadline")
-            delay = min(retry_delay(step, base=base, cap=cap), left / 2)
-            step += 1
             if isinstance(cause, NoRespondersError):
                 # Is there a stream to wait for? (Asked once, after the first 503.)
                 if streams.stream_of(subject) == NO_STREAM:
@@ -248,11 +245,10 @@ class Publishing:
                     # the new leader is there: a 503 now only means that its interest
                     # has not reached this server yet, so the short backoff from here on
                     # (not the caller's long retry_wait)
-                    step = 1
-                    base, cap = RETRY_BASE, RETRY_CAP
+                    backoff.restart()
             else:
                 await asyncio.sleep(delay)
-            left = deadline - loop.time()
+            left = backoff.left()
             attempts += 1
             try:
                 msg = await nc.request(

@@ -6,7 +6,6 @@ Consumer management on a stream lives in ``_stream_consumers.py``, the base of
 
 from __future__ import annotations
 
-import asyncio
 import datetime as _dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ._context import Context
-from ._retry import retry_delay
+from ._retry import Backoff
 from ._stream_consumers import StreamConsumers
 from .api import (
     MsgDeleteRequest,
@@ -31,7 +30,6 @@ from .errors import (
     JetStreamApiError,
     JetStreamNotEnabledError,
     MessageNotFoundError,
-    NoRespondersError,
     ProtocolError,
 )
 from .errors import TimeoutError as NatsTimeoutError
@@ -270,23 +268,15 @@ class Stream(StreamConsumers):
         else:
             suffix = f"DIRECT.GET.{self.name}"
             body = msgspec.json.encode(req)
-        # No responders on a stream that exists: its replicas answer direct gets only
-        # while they are current, and their interest reaches the other servers a moment
-        # late (a stream just made or moved, a replica catching up): asked again with
-        # backoff within the context's timeout before it counts as JetStream missing.
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + js.timeout
-        tries = 0
+        # The 503 policy of direct gets (see _direct_batch).
+        backoff = Backoff.within(js.timeout)
         while True:
             try:
-                msg = await js._request(suffix, body, timeout=max(deadline - loop.time(), 0.05))
+                msg = await js._request(suffix, body, timeout=max(backoff.left(), 0.05))
                 break
             except JetStreamNotEnabledError:
-                tries += 1
-                left = deadline - loop.time()
-                if left < 0.05:
+                if not await backoff.pause():
                     raise
-                await asyncio.sleep(min(retry_delay(tries), left))
         if msg.status:
             raise _status_error(msg, self.name, js.api_subject(suffix))
         return _direct_msg(msg, self.name)
@@ -312,7 +302,7 @@ class Stream(StreamConsumers):
             req.next_by_subj = subject
         if max_bytes is not None:
             req.max_bytes = max_bytes
-        return await self._direct_batch(req, timeout)
+        return await self._direct_msgs(req, timeout)
 
     async def get_last_msgs_for(
         self,
@@ -332,36 +322,60 @@ class Stream(StreamConsumers):
             req.up_to_time = up_to_time
         if batch is not None:
             req.batch = batch
-        return await self._direct_batch(req, timeout)
+        return await self._direct_msgs(req, timeout)
 
-    async def _direct_batch(self, req: MsgGetRequest, timeout: float | None) -> list[StreamMsg]:
+    async def _direct_msgs(self, req: MsgGetRequest, timeout: float | None) -> list[StreamMsg]:
+        """The messages of one batched direct get; nothing matched is an error."""
+        out, end = await self._direct_batch(req, timeout)
+        if end.status != 204 and not out:
+            raise _status_error(end, self.name, self._js.api_subject(f"DIRECT.GET.{self.name}"))
+        return out
+
+    async def _direct_batch(
+        self, req: MsgGetRequest, timeout: float | None
+    ) -> tuple[list[StreamMsg], Msg]:
+        """One batched direct get (every batched read of the package is this one): the
+        messages, and the status that ended the batch: 204 (its headers say what is
+        left, ``Nats-Num-Pending``, and up to which sequence the server looked), 404
+        (nothing matched) or 413 (too many subjects matched).
+
+        The one 503 policy of direct gets, ``get_msg``'s too: a stream's replicas answer
+        direct gets only while they are current, and their interest reaches the other
+        servers a moment late (a stream just made or moved, a replica catching up), so
+        no responders before any message came is asked again with backoff within the
+        timeout; then it fails as an unanswered JetStream API request does
+        (``JetStreamNotEnabledError``).
+        """
         js = self._js
         nc = js.client
         t = js.timeout if timeout is None else timeout
         subject = js.api_subject(f"DIRECT.GET.{self.name}")
-        inbox = nc.new_inbox()
-        sub = await nc.subscribe(inbox)
-        out: list[StreamMsg] = []
-        try:
-            await nc.publish(subject, msgspec.json.encode(req), reply=inbox)
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout=t)
-                except NatsTimeoutError:
-                    raise NatsTimeoutError(
-                        f"direct get batch on {self.name!r}: no reply within {t}s "
-                        f"after {len(out)} message(s)"
-                    ) from None
-                if msg.status == 204:  # end of batch
-                    return out
-                if msg.status == 404:
-                    if out:
-                        return out
-                    raise _status_error(msg, self.name, subject)
-                if msg.status == 503:
-                    raise NoRespondersError(f"direct get on {self.name!r}: no responders")
-                if msg.status:
-                    raise _status_error(msg, self.name, subject)
-                out.append(_direct_msg(msg, self.name))
-        finally:
-            await sub.unsubscribe()
+        body = msgspec.json.encode(req)
+        backoff = Backoff.within(t)
+        while True:
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            out: list[StreamMsg] = []
+            try:
+                await nc.publish(subject, body, reply=inbox)
+                while True:
+                    try:
+                        msg = await sub.next_msg(timeout=max(backoff.left(), 0.01))
+                    except NatsTimeoutError:
+                        raise NatsTimeoutError(
+                            f"direct get batch on {self.name!r}: no reply within {t}s "
+                            f"after {len(out)} message(s)"
+                        ) from None
+                    if msg.status in (204, 404, 413):  # the batch ended
+                        return out, msg
+                    if msg.status == 503 and not out:
+                        break
+                    if msg.status:
+                        raise _status_error(msg, self.name, subject)
+                    out.append(_direct_msg(msg, self.name))
+            finally:
+                await sub.unsubscribe()
+            if not await backoff.pause():
+                raise JetStreamNotEnabledError(
+                    503, 10076, f"no JetStream responded on {subject} within {t}s", request=subject
+                )
