@@ -88,7 +88,11 @@ class _WsTransport(asyncio.Transport):
         if raw is None or raw.is_closing() or ws.state is not ConnectionState.OPEN:
             return  # as a closing socket's transport does: the loss is reported
         if link.unmasked:
-            raw.write(frame(data, link.compressed))
+            # Two writes, not one of header + data: that would copy the data (up to the
+            # client's 512 KiB flush) into fresh memory, mapped and faulted in each time.
+            header, data = frame(data, link.compressed)
+            raw.write(header)
+            raw.write(data)
         else:
             raw.write(ws.send(BytesMessage(data=bytes(data))))
 
@@ -139,10 +143,13 @@ class _WsTransport(asyncio.Transport):
         return raw is not None and raw.is_reading()
 
 
-def frame(data: bytes | bytearray | memoryview, compress: bool) -> bytes:
-    """``data`` as one unmasked binary frame (FIN set); with ``compress``, deflated as
-    permessage-deflate without context takeover wants it (RSV1 set, a sync flush
-    whose empty block's 4 bytes are left off), unless it is too short to gain."""
+def frame(
+    data: bytes | bytearray | memoryview, compress: bool
+) -> tuple[bytes, bytes | bytearray | memoryview]:
+    """``data`` as one unmasked binary frame (FIN set): its header and its payload.
+    With ``compress``, the payload is deflated as permessage-deflate without context
+    takeover wants it (RSV1 set, a sync flush whose empty block's 4 bytes are left
+    off), unless it is too short to gain."""
     first = 0x82
     if compress and len(data) > _COMPRESS_MIN:
         deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
@@ -155,7 +162,7 @@ def frame(data: bytes | bytearray | memoryview, compress: bool) -> bytes:
         header = bytes((first, 126)) + n.to_bytes(2, "big")
     else:
         header = bytes((first, 127)) + n.to_bytes(8, "big")
-    return header + data
+    return header, data
 
 
 class _WsLink(asyncio.Protocol):
