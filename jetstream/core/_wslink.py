@@ -28,23 +28,20 @@ from wsproto.events import (
     BytesMessage,
     CloseConnection,
     Event,
-    Ping,
+    Pong,
     RejectConnection,
     RejectData,
     Request,
-    TextMessage,
 )
 from wsproto.extensions import Extension, PerMessageDeflate
 from wsproto.utilities import ProtocolError as WsProtocolError
 
 from ..errors import NatsError
 from ._ws import WebSocketError
+from ._wsframes import CLOSE, PING, PONG, Control, FrameError, FrameReader, frame_header
 
 __all__ = ["open_websocket"]
 
-#: bytes asked for per read of the socket (as ``_connection.READ_SIZE``: below glibc's
-#: mmap threshold, so that a read buffer comes from the heap)
-READ_SIZE = 64 * 1024
 #: how much of a refusal's body an error quotes
 _QUOTED = 200
 #: nats-server's extension: a client that sends this header (value "true") may send its
@@ -52,6 +49,8 @@ _QUOTED = 200
 #: leafnode connections do). Masking is for browsers, whose scripts choose the bytes a
 #: proxy's cache might misread; done in Python it took most of a 1 KiB publish's time.
 _NO_MASKING = b"nats-no-masking"
+#: the most bytes the answer's head may take (nats-server's is a few hundred)
+_MAX_HEAD = 16 * 1024
 #: writes this short or shorter go uncompressed (a PING, an ack), as nats-server's do
 _COMPRESS_MIN = 64
 #: the ports an HTTP Host header leaves out
@@ -85,7 +84,7 @@ class _WsTransport(asyncio.Transport):
         link = self._link
         ws = link.ws
         raw = link.raw
-        if raw is None or raw.is_closing() or ws.state is not ConnectionState.OPEN:
+        if raw is None or raw.is_closing() or link.closing or ws.state is not ConnectionState.OPEN:
             return  # as a closing socket's transport does: the loss is reported
         if link.unmasked:
             # Two writes, not one of header + data: that would copy the data (up to the
@@ -100,14 +99,27 @@ class _WsTransport(asyncio.Transport):
         raw = self._link.raw
         return raw is None or raw.is_closing()
 
+    @property
+    def max_size(self) -> int | None:
+        """The socket transport's read size, where it has one (asyncio's own does): the
+        connection sizes reads over WebSocket as over TCP (``_connection.READ_SIZE``)."""
+        size = getattr(self._link.raw, "max_size", None)
+        return size if isinstance(size, int) else None
+
+    @max_size.setter
+    def max_size(self, size: int) -> None:
+        raw: Any = self._link.raw
+        if raw is not None and isinstance(getattr(raw, "max_size", None), int):
+            raw.max_size = size
+
     def close(self) -> None:
         """A close frame (1000, normal closure), then the socket is closed."""
         link = self._link
         raw = link.raw
         if raw is None or raw.is_closing():
             return
-        if link.ws.state is ConnectionState.OPEN:
-            raw.write(link.ws.send(CloseConnection(code=1000)))
+        if link.open:
+            link._send_control(CLOSE, (1000).to_bytes(2, "big"))
         raw.close()
 
     def abort(self) -> None:
@@ -155,14 +167,7 @@ def frame(
         deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
         data = (deflate.compress(data) + deflate.flush(zlib.Z_SYNC_FLUSH))[:-4]
         first = 0xC2
-    n = len(data)
-    if n < 126:
-        header = bytes((first, n))
-    elif n < 65536:
-        header = bytes((first, 126)) + n.to_bytes(2, "big")
-    else:
-        header = bytes((first, 127)) + n.to_bytes(8, "big")
-    return header, data
+    return frame_header(first, len(data)), data
 
 
 class _WsLink(asyncio.Protocol):
@@ -187,22 +192,25 @@ class _WsLink(asyncio.Protocol):
         self._headers = headers
         self._compression = compression
         self._peer = peer
-        self._first = b""  # the first bytes of the answer, for errors
+        self._head = b""  # the answer's head while it comes
         self._refusal: RejectConnection | None = None
+        self._refused_said = False
         self._body = bytearray()
         self._closed_by: NatsError | None = None
         #: whether permessage-deflate was agreed on (after the upgrade)
         self.compressed = False
         #: whether the server takes our frames unmasked (it said so in its answer)
         self.unmasked = False
+        #: the server's frames, once upgraded
+        self.reader: FrameReader | None = None
+        #: a close frame was sent: nothing more is
+        self.closing = False
 
     # -- asyncio.Protocol --------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         raw = cast(asyncio.Transport, transport)
         self.raw = raw
-        if isinstance(getattr(raw, "max_size", None), int):
-            raw.max_size = READ_SIZE  # type: ignore[attr-defined]
         extensions: list[Extension] = []
         if self._compression:
             extensions.append(
@@ -222,44 +230,65 @@ class _WsLink(asyncio.Protocol):
         self.upper.connection_made(_WsTransport(self))
 
     def data_received(self, data: bytes) -> None:
-        ws = self.ws
-        if not self.open and len(self._first) < 64:
-            self._first += data[: 64 - len(self._first)]
-            if self._first.startswith(b"INFO"):  # not HTTP: a NATS client port
-                self.upper.fail(self._bad_answer(None))
+        reader = self.reader
+        if reader is not None:  # upgraded: the hot path
+            try:
+                items = reader.feed(data)
+            except FrameError as exc:
+                self.upper.fail(NatsError(f"{self._peer}: {exc}"))
                 return
-        try:
-            ws.receive_data(data)
-            for event in ws.events():
-                if event.__class__ is BytesMessage:
-                    # bytes: the parser's fast path (it would copy a bytearray itself)
-                    self.upper.data_received(bytes(event.data))
+            upper = self.upper
+            for item in items:
+                if item.__class__ is bytes:
+                    upper.data_received(item)
                 else:
-                    self._event(event)
+                    self._control(item)  # type: ignore[arg-type]
+            return
+        if self._refusal is not None:  # the body of a refusal
+            self._handshake(data)
+            return
+        # The answer's head goes to wsproto alone, what follows it to the frame reader.
+        head = self._head = self._head + data
+        if head.startswith(b"INFO"):  # not HTTP: a NATS client port
+            self.upper.fail(self._bad_answer(None))
+            return
+        end = head.find(b"\r\n\r\n")
+        if end < 0:
+            if len(head) > _MAX_HEAD:
+                self.upper.fail(self._bad_answer(None))
+            return
+        self._handshake(head[: end + 4])
+        self._after_head(head[end + 4 :])
+
+    def _after_head(self, rest: bytes) -> None:
+        """What came after the answer's head: frames, or the body of a refusal."""
+        if not rest:
+            return
+        if self.reader is not None:
+            self.data_received(rest)
+        elif self._refusal is not None:
+            self._handshake(rest)
+
+    def _handshake(self, data: bytes) -> None:
+        """``data`` to wsproto, which reads the upgrade's answer (or a refusal's body)."""
+        try:
+            self.ws.receive_data(data)
+            for event in self.ws.events():
+                self._event(event)
         except WsProtocolError as exc:
-            self.upper.fail(self._bad_answer(exc) if not self.open else NatsError(str(exc)))
+            self.upper.fail(self._bad_answer(exc))
 
     def _event(self, event: Event) -> None:
         if isinstance(event, AcceptConnection):
             self.open = True
-            self.compressed = any(e.name == "permessage-deflate" for e in event.extensions)
+            deflate = [e for e in event.extensions if isinstance(e, PerMessageDeflate)]
+            self.compressed = bool(deflate)
             self.unmasked = any(
                 k.lower() == _NO_MASKING and v.strip().lower() == b"true"
                 for k, v in event.extra_headers
             )
-        elif isinstance(event, TextMessage):  # NATS servers send binary only; taken alike
-            self.upper.data_received(event.data.encode())
-        elif isinstance(event, Ping):
-            self._send(event.response())
-        elif isinstance(event, CloseConnection):
-            reason = f": {event.reason}" if event.reason else ""
-            self._closed_by = NatsError(
-                f"{self._peer} closed the WebSocket (status {event.code}{reason})"
-            )
-            if self.ws.state is ConnectionState.REMOTE_CLOSING:
-                self._send(event.response())
-            if self.raw is not None:
-                self.raw.close()
+            takeover = bool(deflate) and not deflate[0].server_no_context_takeover
+            self.reader = FrameReader(inflate=self.compressed, takeover=takeover)
         elif isinstance(event, RejectConnection):
             self._refusal = event
             if not event.has_body:
@@ -270,14 +299,39 @@ class _WsLink(asyncio.Protocol):
             if event.body_finished:
                 self._refused()
 
-    def _send(self, event: Event) -> None:
+    def _control(self, frame: Control) -> None:
+        if frame.opcode == PING:
+            self._send_control(PONG, frame.payload)
+        elif frame.opcode == CLOSE:
+            body = frame.payload
+            code = int.from_bytes(body[:2], "big") if len(body) >= 2 else 1005
+            reason = body[2:].decode("utf-8", "replace")
+            said = f": {reason}" if reason else ""
+            self._closed_by = NatsError(f"{self._peer} closed the WebSocket (status {code}{said})")
+            self._send_control(CLOSE, body[:2])  # the answer: the same status
+            if self.raw is not None:
+                self.raw.close()
+
+    def _send_control(self, opcode: int, payload: bytes) -> None:
         raw = self.raw
-        if raw is not None and not raw.is_closing():
-            raw.write(self.ws.send(event))
+        if raw is None or raw.is_closing() or self.closing:
+            return
+        if opcode == CLOSE:
+            self.closing = True
+        if self.unmasked:
+            raw.write(frame_header(0x80 | opcode, len(payload)) + payload)
+        elif opcode == CLOSE:
+            code = int.from_bytes(payload, "big") if len(payload) == 2 else 1000
+            raw.write(self.ws.send(CloseConnection(code=code)))
+        else:
+            raw.write(self.ws.send(Pong(payload=payload)))
 
     def _refused(self) -> None:
         event = self._refusal
         assert event is not None
+        if self._refused_said:
+            return
+        self._refused_said = True
         body = bytes(self._body[:_QUOTED]).decode("utf-8", "replace").strip()
         said = f": {body!r}" if body else ""
         self.upper.fail(
@@ -288,7 +342,7 @@ class _WsLink(asyncio.Protocol):
         )
 
     def _bad_answer(self, exc: Exception | None) -> WebSocketError:
-        first = self._first
+        first = self._head[:64]
         if first.startswith(b"INFO"):
             return WebSocketError(
                 f"{self._peer} is not a WebSocket listener: it answered the upgrade with "
@@ -301,8 +355,10 @@ class _WsLink(asyncio.Protocol):
         )
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if not self.open and exc is None and self._refusal is None:
-            sent = f" after sending {self._first!r}" if self._first else ""
+        if self._refusal is not None:
+            self._refused()  # a refusal whose body ends with the connection
+        elif not self.open and exc is None:
+            sent = f" after sending {self._head[:64]!r}" if self._head else ""
             self.upper.fail(
                 WebSocketError(
                     f"{self._peer} closed the connection during the WebSocket upgrade{sent}"

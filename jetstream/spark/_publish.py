@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..bulk import abandon_publishes, msg_id_headers, publish_rows
 from ..errors import BadHeaderError, NatsError, StreamNotFoundError
 from ..protocol.headers import NATS_MSG_ID, Headers, encode_headers, parse_headers
 from ..protocol.subjects import subject_matches
@@ -280,7 +281,7 @@ class _PartitionWriter:
                 headers = {h: str(col[i]) for h, col in hcols if col[i] is not None} or None
                 if traced:
                     headers = {**traced, **headers} if headers else traced
-                hdr = encode_headers(self.js.msg_id_headers(headers, msg_id))
+                hdr = encode_headers(msg_id_headers(headers, msg_id))
             else:
                 if not msg_id or not msg_id.isprintable():
                     _check_id(msg_id)
@@ -289,7 +290,7 @@ class _PartitionWriter:
         # the window itself, many rows a call: a row needs no future of its own; room in
         # it is waited for through faults (the acks of rows sent into a server that does
         # not answer time out, and those rows are sent again by ``finish``)
-        await self.js.publish_rows(rows, self, timeout=self.t.write_timeout)
+        await publish_rows(self.js, rows, self, timeout=self.t.write_timeout)
         self.index = start + n
 
     async def finish(self) -> None:
@@ -298,7 +299,7 @@ class _PartitionWriter:
                 # every publish resolves within its timeout (the window's sweep)
                 await self.js.publish_async_complete(self.js.timeout * 2 + 5)
             except NatsError:
-                self.js.publish_async_abandon("no PubAck")
+                abandon_publishes(self.js, "no PubAck")
         # rows whose publish failed (a cut connection, a paused server, a leader
         # election): again each, with the same id, through the publish that retries
         # until its deadline and waits for its ack; the first waits the fault out, the

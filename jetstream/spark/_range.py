@@ -3,7 +3,7 @@
 
 The range is read with an ordered consumer (filtered on the server) from the range's
 first sequence; the messages come in runs cut out of each feed at once
-(``OrderedStream.take_runs``), and their fields go into Arrow columns a run at a time
+(``jetstream.bulk.take_runs``), and their fields go into Arrow columns a run at a time
 (``_columns``), so no Python object is made per row.
 
 Nothing is skipped silently. The read ends when the last message of the range (or of the
@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..api import DeliverPolicy
+from ..bulk import ordered_runs, take_runs
 from ..errors import JetStreamError, MessageNotFoundError, NatsError, StreamNotFoundError
 from ..errors import TimeoutError as NatsTimeoutError
 from ._columns import ARROW_SCHEMA, Layout, column_run, run_columns, token
@@ -162,7 +163,7 @@ class RangeReader:
             self.done = True
             return
         batch = min(_PULL_BATCH, self.end - self.next_seq)
-        it = oc.messages(max_messages=batch, expires=5.0, runs=True)
+        it = ordered_runs(oc, max_messages=batch, expires=5.0)
         await it.__aenter__()
         self.it = it
 
@@ -294,7 +295,7 @@ class RangeReader:
             if runs and not it.pending and self._last_one(runs[-1].reply(-1)):
                 break
             try:
-                more = await it.take_runs(_WAIT)
+                more = await take_runs(it, _WAIT)
             except NatsTimeoutError as exc:
                 if runs:
                     break  # hand over what came; the next chunk waits on
