@@ -1,14 +1,18 @@
 """NATS over WebSocket: a layer between the socket and the NATS connection.
 
 ``_WsLink`` is the socket's ``asyncio.Protocol``. It sends the HTTP upgrade
-request, reads the answer, and from then on hands the payload of every binary
-WebSocket message to the connection's ``data_received`` as it comes: the NATS
-parser is fed exactly as from a TCP socket (a message may carry several ops, an
-op may span messages). ``_WsTransport`` is what the connection writes to: each
-write (the client's coalesced buffer) goes out as one binary message. The codec
-is wsproto's, sans-IO like our parser: bytes in, events out; events in, bytes
-out. No task and no future per message; ``open_websocket`` awaits only the TCP
-(and TLS) connect, and the caller's wait for the server's INFO covers the upgrade.
+request, reads the answer, and from then on hands the payload of the server's
+binary WebSocket messages to the connection's ``data_received`` as it comes: the
+NATS parser is fed exactly as from a TCP socket (a message may carry several ops,
+an op may span messages). ``_WsTransport`` is what the connection writes to: each
+write (the client's coalesced buffer) goes out as one binary message.
+
+wsproto (sans-IO, like our parser) makes the upgrade request and reads its answer,
+and frames what we send where frames must be masked. The server's frames are read
+by ``_wsframes.FrameReader`` (sans-IO too), and ours go unmasked where the server
+said it takes them so, both for speed. No task and no future per message;
+``open_websocket`` awaits only the TCP (and TLS) connect, and the caller's wait for
+the server's INFO covers the upgrade.
 
 This module needs wsproto (the ``ws`` extra); ``_ws.py`` holds what is known without it.
 """
