@@ -32,6 +32,8 @@ from tests.certs import CertPaths
 from tests.jwt_util import OperatorSetup, new_user, operator_setup, write_creds
 
 pytestmark = pytest.mark.asyncio
+#: on asyncio's loop and on uvloop's, whose transports differ (no read size to set)
+BOTH_LOOPS = True
 
 FAST = {"reconnect_time_wait": 0.1, "reconnect_jitter": 0.05, "connect_timeout": 2.0}
 T = 10.0  # bound of every wait
