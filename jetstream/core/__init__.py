@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ._connect import connect, with_client_type
 from ._events import ConnectionEvent, EventKind, EventStream, Statistics
+from ._ws import WebSocketError, WebSocketUnavailableError
 from .client import Client
 from .message import Msg
 from .subscription import Subscription
@@ -22,6 +23,8 @@ __all__ = [
     "Msg",
     "Statistics",
     "Subscription",
+    "WebSocketError",
+    "WebSocketUnavailableError",
     "connect",
     "make_ssl_context",
     "with_client_type",

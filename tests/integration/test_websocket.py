@@ -24,7 +24,7 @@ import pytest_asyncio
 
 import jetstream
 from jetstream import NatsError, NoServersError, SlowConsumerError, StreamConfig, TlsError
-from jetstream.core._ws import WebSocketError, WebSocketUnavailableError
+from jetstream.core import WebSocketError, WebSocketUnavailableError
 from jetstream.core.auth import nkey_public_key
 from jetstream.core.tls import make_ssl_context
 from jetstream.embedded import NatsCluster, NatsServer
