@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ._leaders import NO_STREAM, SubjectStreams, no_stream_error
-from ._pubasync import AckTracker, AsyncPublisher
+from ._pubasync import AsyncPublisher
 from ._retry import RETRY_BASE, RETRY_CAP, Backoff, attempt_timeout
 from .api import PubAck, decode_response
 from .core.client import Client
@@ -390,53 +389,6 @@ class Publishing:
     def publish_async_pending(self) -> int:
         """How many ``publish_async`` acks are outstanding."""
         return self._publisher.pending
-
-    @staticmethod
-    def msg_id_headers(headers: HeadersLike | None, msg_id: str) -> HeadersLike:
-        """The headers of a publish with ``msg_id``: ``headers`` and the ``Nats-Msg-Id``
-        (what ``publish(..., msg_id=...)`` sends), for a writer that encodes its rows
-        itself (``publish_rows``)."""
-        h = Publishing._publish_headers(headers, msg_id, None, None, None, None, None)
-        assert h is not None
-        return h
-
-    async def publish_rows(
-        self,
-        rows: Sequence[tuple[str, bytes | bytearray | memoryview, bytes | None, Any]],
-        tracker: AckTracker,
-        *,
-        timeout: float | None = None,
-    ) -> None:
-        """Publish many messages through the ``publish_async`` window with no future of
-        their own: a bulk writer's path (the Spark sink's).
-
-        Each row is ``(subject, data, header block or None, anything)``, the header block
-        already encoded (``protocol.headers.encode_headers``); ``tracker.acked(ack)`` or
-        ``tracker.failed(row, exc)`` hears of each, from the read path. Returns once every
-        row is written, waiting for room in the window as a ``publish_async`` does (for
-        at most ``timeout`` seconds at a time; default: the context's timeout); then
-        ``publish_async_complete`` waits for the acks.
-
-        Raises:
-            PublishWindowFullError: no room came within ``timeout``.
-            BadSubjectError, MaxPayloadError: a row refused before it is sent (the rows
-                before it are sent and tracked).
-        """
-        pub = self._publisher
-        sent = 0
-        while True:
-            sent = pub.try_publish_rows(rows, sent, tracker)
-            if sent == len(rows):
-                return
-            await pub._wait_room(pub.timeout if timeout is None else timeout)
-            await self._nc.wait_writable()
-
-    def publish_async_abandon(self, reason: str) -> None:
-        """Fail every ``publish_async`` and ``publish_rows`` message still waiting for
-        its ack, now, with a ``TimeoutError(reason)`` (a keyed message, one with a
-        ``msg_id``, is kept to be sent again while its deadline lasts): for a writer that
-        gave up waiting in ``publish_async_complete`` and will publish those again."""
-        self._publisher._on_loss(NatsTimeoutError(reason))
 
 
 def _gave_up(cause: NatsError, subject: str, attempts: int, how: str) -> NatsError:

@@ -94,18 +94,16 @@ class OrderedConsumer(OrderedBase):
         max_messages: int = 500,
         expires: float = 30.0,
         heartbeat: float | None = None,
-        runs: bool = False,
     ) -> OrderedStream:
         """Every message in order: ``async with oc.messages() as it: async for m in it``.
 
         ``heartbeat`` (default: half of ``expires``, at most 5 s) is the idle heartbeat
         of its pulls: a consumer lost without a word (no election heard, no reconnect)
-        is noticed after two missed ones and made again. ``runs``: read in bulk with
-        ``take_runs`` (pull consumers; see ``Client.use_bulk_parse``), no message object
-        made."""
+        is noticed after two missed ones and made again. (To read in runs of messages,
+        with no message object made, see ``jetstream.bulk.ordered_runs``.)"""
         hb = heartbeat if heartbeat is not None else min(expires / 2, 5.0)
         opts = PullOptions(batch=max_messages, expires=expires, heartbeat=hb)
-        return OrderedStream(self, opts, runs=runs)
+        return OrderedStream(self, opts)
 
     async def next(self, timeout: float = 30.0) -> JsMsg:
         """The next message in order.
@@ -187,7 +185,7 @@ class OrderedStream(MessageReader):
     the consumer is made again at the gap.
 
     ``runs``: the messages are read as runs (``protocol.ops.MsgRun``) with
-    ``take_runs``, by bulk readers that never need a message object (pull consumers
+    ``jetstream.bulk.take_runs``, by bulk readers that never need a message object (pull consumers
     only; see ``_runs.RunStream``).
     """
 
@@ -351,15 +349,16 @@ class OrderedStream(MessageReader):
             StopAsyncIteration: the stream was stopped.
         """
         if self._runs:
-            raise TypeError("an ordered stream of runs is read with take_runs()")
+            raise TypeError("an ordered stream of runs is read with jetstream.bulk.take_runs()")
         return await self._take_run(timeout)
 
-    async def take_runs(self, timeout: float = 30.0) -> list[MsgRun]:
-        """``take_many`` of a stream read in runs (``runs=True``): the messages as runs
-        (``protocol.ops.MsgRun``, the last one cut where the messages in order end),
-        with nothing made per message."""
+    async def _take_runs(self, timeout: float) -> list[MsgRun]:
+        """``take_many`` of a stream read in runs (``jetstream.bulk.take_runs``)."""
         if not self._runs:
-            raise TypeError("take_runs() reads an ordered stream made with runs=True")
+            raise TypeError(
+                "take_runs() reads an ordered stream made with runs=True "
+                "(jetstream.bulk.ordered_runs)"
+            )
         return await self._take_run(timeout)
 
     async def _reset(self) -> None:

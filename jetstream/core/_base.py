@@ -426,10 +426,10 @@ class _ClientBase:
         """Parse this client's feeds with ``bulk`` first (``Parser.bulk``, a
         ``protocol.ops.BulkParse``): now, and on every connection after a reconnect.
 
-        For a connection read in bulk (the Spark source's): where ``bulk`` cuts a run of
-        MSG ops out of a feed, the run goes whole to its subscription, read with
-        ``OrderedStream.take_runs`` (``ordered_consumer().messages(runs=True)``). None
-        goes back to the parser's own ops."""
+        For a connection read in bulk (the Spark source's; applications call it as
+        ``jetstream.bulk.use_bulk_parse``): where ``bulk`` cuts a run of MSG ops out of
+        a feed, the run goes whole to its subscription, read with
+        ``jetstream.bulk.take_runs``. None goes back to the parser's own ops."""
         self._bulk_parse = bulk
         conn = self._conn
         if conn is not None:

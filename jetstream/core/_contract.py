@@ -188,8 +188,11 @@ class Contract(_ClientBase):
         message without a reply subject passes ``PUB <subject>`` and ``reply=b""``.
 
         Raises:
-            ConnectionClosedError, BadSubjectError, MaxPayloadError,
-            ReconnectBufferFullError, TypeError: as ``publish`` (nothing is buffered).
+            ConnectionClosedError: the client is closed (nothing is buffered).
+            BadSubjectError: the subject is invalid (nothing is buffered).
+            MaxPayloadError: too big for the server (nothing is buffered).
+            ReconnectBufferFullError: disconnected, and no room is left to keep it.
+            TypeError: ``data`` is not bytes-like (nothing is buffered).
         """
         if self._closed:
             raise ConnectionClosedError(f"cannot publish to {subject!r}: the connection is closed")

@@ -41,8 +41,11 @@ class NumberedWrites(Contract):
         """Buffer one message with the reply subject ``<reply_prefix><seq>``.
 
         Raises:
-            ConnectionClosedError, BadSubjectError, MaxPayloadError, ReconnectBufferFullError,
-            TypeError: as ``publish`` (nothing is buffered).
+            ConnectionClosedError: the client is closed (nothing is buffered).
+            BadSubjectError: the subject is invalid (nothing is buffered).
+            MaxPayloadError: too big for the server (nothing is buffered).
+            ReconnectBufferFullError: disconnected, and no room is left to keep it.
+            TypeError: ``data`` is not bytes-like (nothing is buffered).
         """
         size = len(data)
         if hdr is not None or size > _INLINE_MAX or size > self._fast_limit:

@@ -466,6 +466,7 @@ async def test_ordered_stream_checks_a_run_at_once_and_cuts_it_at_a_gap(
 
 
 async def test_take_runs_reads_a_stream_of_runs_only(js: JetStream) -> None:
+    from jetstream.bulk import ordered_runs, take_runs
     from jetstream.protocol.ops import Msg, MsgRun
 
     s = await js.create_stream(StreamConfig(name="ORAW", subjects=["oraw"]))
@@ -475,21 +476,23 @@ async def test_take_runs_reads_a_stream_of_runs_only(js: JetStream) -> None:
         with pytest.raises(
             TypeError, match="take_runs\\(\\) reads an ordered stream made with runs=True"
         ):
-            await it.take_runs(1.0)
-    async with oc.messages(max_messages=10, expires=5.0, runs=True) as runs:
-        with pytest.raises(TypeError, match="an ordered stream of runs is read with take_runs"):
+            await take_runs(it, 1.0)
+    async with ordered_runs(oc, max_messages=10, expires=5.0) as runs:
+        with pytest.raises(
+            TypeError, match=r"an ordered stream of runs is read with jetstream\.bulk\.take_runs"
+        ):
             await runs.take_many(1.0)
         got: list[MsgRun] = []
         async with asyncio.timeout(10):
             while sum(map(len, got)) < 3:
-                got += await runs.take_runs(5.0)
+                got += await take_runs(runs, 5.0)
         assert all(isinstance(run, MsgRun) for run in got)
         assert [op.payload for run in got for op in run.ops(Msg)] == [b"0", b"1", b"2"]
         assert runs.pending == 0
     push = await s.ordered_consumer(push=True)
     with pytest.raises(TypeError, match="a push-based ordered consumer is not read in runs"):
-        async with push.messages(runs=True) as runs:
-            await runs.take_runs(1.0)
+        async with ordered_runs(push) as runs:
+            await take_runs(runs, 1.0)
 
 
 def _delivered(server: NatsServer, stream: str, consumer: str) -> int:

@@ -1,4 +1,4 @@
-"""The async publisher's bulk path (``JetStream.publish_rows`` with an ``AckTracker``,
+"""The async publisher's bulk path (``jetstream.bulk.publish_rows`` with an ``AckTracker``,
 what the Spark sink uses) against a real server: every row acked or failed exactly once,
 the window respected, a refused row stopping the rest with nothing after it sent."""
 
@@ -12,6 +12,7 @@ import pytest
 import jetstream
 from jetstream import StreamConfig
 from jetstream.api import PubAck
+from jetstream.bulk import publish_rows
 from jetstream.embedded import NatsServer
 from jetstream.errors import BadSubjectError, NoRespondersError, StreamNotMatchError
 from jetstream.protocol.headers import encode_headers
@@ -55,7 +56,7 @@ async def test_rows_are_sent_within_the_window_and_each_acked_once(
         rows: list[Row] = [(f"rows.{i % 3}", b"%d" % i, _id(i), i) for i in range(1000)]
         rows[7] = ("rows.plain", b"no header block", None, 7)
         tracker = Tracker(js)
-        await js.publish_rows(rows, tracker, timeout=10)  # waits for room as it goes
+        await publish_rows(js, rows, tracker, timeout=10)  # waits for room as it goes
         assert 0 < js.publish_async_pending <= 100  # the last window's, not more
         await tracker.settled(len(rows))
         assert 1 < tracker.peak <= 100
@@ -67,7 +68,7 @@ async def test_rows_are_sent_within_the_window_and_each_acked_once(
         assert (await stream.get_msg(500)).headers == {"Nats-Msg-Id": "row-499"}
         # the same ids again: every row acked as a duplicate, nothing stored twice
         again = Tracker()
-        await js.publish_rows(rows, again, timeout=10)
+        await publish_rows(js, rows, again, timeout=10)
         await again.settled(len(rows))
         assert sum(a.duplicate for a in again.acks) == 999  # row 7 has no id
         assert (await stream.info()).state.messages == 1001
@@ -81,13 +82,13 @@ async def test_an_invalid_subject_stops_the_rows_after_it(nats_server: NatsServe
         rows[4] = ("bad subject", b"x", None, 4)
         tracker = Tracker()
         with pytest.raises(BadSubjectError, match="bad subject"):
-            await js.publish_rows(rows, tracker)
+            await publish_rows(js, rows, tracker)
         await tracker.settled(4)
         await asyncio.sleep(0.2)  # a fifth ack would have had time to come
         assert len(tracker.acks) == 4 and tracker.failures == []
         assert (await (await js.stream("ROWS")).info()).state.messages == 4
         # the rest goes on from the row after the refused one
-        await js.publish_rows(rows[5:], tracker)
+        await publish_rows(js, rows[5:], tracker)
         await tracker.settled(9)
         assert (await (await js.stream("ROWS")).info()).state.messages == 9
 
@@ -104,7 +105,7 @@ async def test_refused_rows_reach_the_tracker_with_their_error(nats_server: Nats
             ("rows", b"ok", _id(3), "stored too"),
         ]
         tracker = Tracker()
-        await js.publish_rows(rows, tracker)
+        await publish_rows(js, rows, tracker)
         await tracker.settled(4)
         assert len(tracker.acks) == 2
         failed = {row[3]: type(exc) for row, exc in tracker.failures}

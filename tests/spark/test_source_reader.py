@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import jetstream
+from jetstream.bulk import take_runs
 from jetstream.embedded import NatsServer
 from jetstream.protocol.ops import Msg, OpsRun
 from jetstream.spark._columns import ARROW_SCHEMA
@@ -223,7 +224,7 @@ def test_a_gap_inside_a_run_cuts_it_there_and_the_read_goes_on_after_it(
             seqs: list[int] = []
             opts = PullOptions(batch=40, expires=5.0, heartbeat=2.5)
             async with OrderedStream(oc, opts, runs=True) as it:
-                runs = await it.take_runs(5.0)
+                runs = await take_runs(it, 5.0)
                 seqs += parse_seqs(runs)
                 # the connection hands over a run with consumer sequence c + 6 missing.
                 # Injected: a real server never skips a consumer sequence, and a gap made on
@@ -244,11 +245,11 @@ def test_a_gap_inside_a_run_cuts_it_there_and_the_read_goes_on_after_it(
                     assert inner._deliver_many(fake, 0)
                 # a run that fails the check is handed over message by message, up to
                 # the gap (then the consumer is made again after the last one)
-                cut = await it.take_runs(5.0)
+                cut = await take_runs(it, 5.0)
                 assert parse_seqs(cut) == [s + 1]
                 seqs += parse_seqs(cut)
                 while seqs[-1] < 200:
-                    seqs += parse_seqs(await it.take_runs(5.0))
+                    seqs += parse_seqs(await take_runs(it, 5.0))
             await oc.delete()
             return seqs, oc.resets
 
