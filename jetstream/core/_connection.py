@@ -325,7 +325,8 @@ class _Connection(asyncio.Protocol):
 async def open_connection(
     client: ConnectionOwner, server: Server, opts: _Options, ctx: ssl.SSLContext | None
 ) -> tuple[_Connection, Info]:
-    """Open a socket to ``server`` and run the INFO / (TLS) / CONNECT / PING-PONG handshake.
+    """Open a socket to ``server`` and run the INFO / (TLS) / CONNECT / PING-PONG handshake;
+    for ``ws://`` and ``wss://``, (TLS and) the WebSocket upgrade first (``_wslink.py``).
 
     Returns the established connection and the server's INFO. Every step is bounded
     by ``opts.connect_timeout``; on any failure the socket is aborted.
@@ -334,6 +335,7 @@ async def open_connection(
         TimeoutError: the handshake did not finish in time.
         TlsError: TLS was required but failed (certificate, hostname, or not offered).
         AuthorizationError: the server refused the credentials.
+        WebSocketError: the WebSocket upgrade was refused or not answered as one.
         OSError: the TCP connection failed.
     """
     loop = asyncio.get_running_loop()
