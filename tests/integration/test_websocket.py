@@ -335,13 +335,24 @@ async def test_creds(op: OperatorSetup, tmp_path: Path) -> None:
 
 
 async def test_compression_on_and_off(ws_server: NatsServer) -> None:
-    payload = b"compressible " * 20_000
+    """Asked for, the bytes on the wire shrink both ways (counted by a relay); not asked
+    for, they are the payload's and more."""
+    payload = b"compressible " * 20_000  # 260 kB
     for asked in (True, False):
-        async with jetstream.connect(ws_server.ws_url, ws_compression=asked) as nc:
-            assert compressed(nc) is asked
-            sub = await nc.subscribe("ws.zip")
-            await nc.publish("ws.zip", payload)
-            assert (await sub.next_msg(timeout=T)).data == payload
+        counted: dict[str, int] = {}
+        relay = await _relay(ws_server.ws_port or 0, counted=counted)
+        async with relay:
+            port = relay.sockets[0].getsockname()[1]
+            url = f"ws://127.0.0.1:{port}"
+            async with jetstream.connect(url, ws_compression=asked) as nc:
+                assert compressed(nc) is asked
+                sub = await nc.subscribe("ws.zip")
+                await nc.publish("ws.zip", payload)
+                assert (await sub.next_msg(timeout=T)).data == payload
+        if asked:
+            assert counted["up"] < len(payload) // 10 and counted["down"] < len(payload) // 10
+        else:
+            assert counted["up"] > len(payload) and counted["down"] > len(payload)
     # a server without compression: asked for, not used, and it works
     async with (
         NatsServer(jetstream=False, websocket=True) as plain,
@@ -351,17 +362,24 @@ async def test_compression_on_and_off(ws_server: NatsServer) -> None:
         await nc.flush()
 
 
-async def _relay(target_port: int, *, drop_header: bytes) -> asyncio.Server:
+async def _relay(
+    target_port: int, *, drop_header: bytes | None = None, counted: dict[str, int] | None = None
+) -> asyncio.Server:
     """A TCP relay on loopback to ``target_port`` that passes every byte but the lines
-    naming ``drop_header`` in the HTTP request and answer (a proxy that drops a header)."""
+    naming ``drop_header`` in the HTTP request and answer (a proxy that drops a header),
+    counting the bytes each way after them into ``counted`` ("up", "down")."""
+    counts = counted if counted is not None else {}
 
     def dropped(head: bytes) -> bytes:
+        if drop_header is None:
+            return head
         lines = head.split(b"\r\n")
         return b"\r\n".join(x for x in lines if not x.lower().startswith(drop_header))
 
-    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, way: str) -> None:
         try:
             while data := await reader.read(65536):
+                counts[way] = counts.get(way, 0) + len(data)
                 writer.write(data)
                 await writer.drain()
         except ConnectionError:
@@ -373,7 +391,7 @@ async def _relay(target_port: int, *, drop_header: bytes) -> asyncio.Server:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target_port)
         up_writer.write(dropped(await reader.readuntil(b"\r\n\r\n")))
         writer.write(dropped(await up_reader.readuntil(b"\r\n\r\n")))
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer, "up"), pipe(up_reader, writer, "down"))
 
     return await asyncio.start_server(handle, "127.0.0.1", 0)
 
