@@ -52,6 +52,8 @@ _QUOTED = 200
 #: frames unmasked, if the server echoes it in its answer (as nats-server's own WebSocket
 #: leafnode connections do). Masking is for browsers, whose scripts choose the bytes a
 #: proxy's cache might misread; done in Python it took most of a 1 KiB publish's time.
+#: ``ws_headers={"Nats-No-Masking": "false"}`` keeps every frame masked (for a proxy
+#: that passes the header on but checks the masking of frames itself).
 _NO_MASKING = b"nats-no-masking"
 #: the most bytes the answer's head may take (nats-server's is a few hundred)
 _MAX_HEAD = 16 * 1024
@@ -220,14 +222,11 @@ class _WsLink(asyncio.Protocol):
             extensions.append(
                 PerMessageDeflate(client_no_context_takeover=True, server_no_context_takeover=True)
             )
+        headers = [(k.encode(), v.encode()) for k, v in self._headers]
+        if not any(k.lower() == _NO_MASKING for k, _ in headers):  # the user's says
+            headers.append((_NO_MASKING, b"true"))
         request = Request(
-            host=self._host,
-            target=self._target,
-            extensions=extensions,
-            extra_headers=[
-                *((k.encode(), v.encode()) for k, v in self._headers),
-                (_NO_MASKING, b"true"),
-            ],
+            host=self._host, target=self._target, extensions=extensions, extra_headers=headers
         )
         raw.write(self.ws.send(request))
         # The connection writes nothing before the server's INFO, which follows the upgrade.

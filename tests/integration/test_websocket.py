@@ -415,6 +415,14 @@ async def test_masked_frames_where_the_answer_does_not_allow_unmasked(
     async with jetstream.connect(ws_server.ws_url) as nc:
         link = nc._conn.transport._link if nc._conn is not None else None
         assert link.unmasked is True  # straight to nats-server: unmasked
+    # a user's Nats-No-Masking: false keeps them masked
+    headers = {"Nats-No-Masking": "false"}
+    async with jetstream.connect(ws_server.ws_url, ws_headers=headers) as nc:
+        link = nc._conn.transport._link if nc._conn is not None else None
+        assert link.unmasked is False
+        sub = await nc.subscribe("ws.masked")
+        await nc.publish("ws.masked", b"m" * 100_000)
+        assert (await sub.next_msg(timeout=T)).data == b"m" * 100_000
 
 
 # --------------------------------------------------------------------------- nats-py
