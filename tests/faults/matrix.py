@@ -834,11 +834,13 @@ async def _place(setup: Setup, js: jetstream.JetStream) -> None:
     leader = await _until_led(js, "M", None)
     setup.home = int(leader[1:]) - 1  # NatsCluster names its servers n1..nN
     if setup.disruption in ("leader kill", "rolling lame duck"):
-        for s in STREAMS[1:]:
-            await _lead_on(js, leader, s, None)
-        # push-fc is made later, by the application's connection
-        for c in [*DURABLES[:4], *map(durable_of, loop_modes(setup.disruption))]:
-            await _lead_on(js, leader, "M", c)
+        # each group elects on its own: all are moved at once
+        # (push-fc is made later, by the application's connection)
+        consumers = [*DURABLES[:4], *map(durable_of, loop_modes(setup.disruption))]
+        await asyncio.gather(
+            *(_lead_on(js, leader, s, None) for s in STREAMS[1:]),
+            *(_lead_on(js, leader, "M", c) for c in consumers),
+        )
     elif setup.disruption == "sigstop":
         setup.home = (setup.home + 1) % 3  # the frozen node is not the main stream's leader
 
