@@ -12,7 +12,7 @@ from ..errors import AuthorizationError, TracingUnavailableError
 from ..protocol.ops import Info
 from ._options import Callback, _Options
 from ._servers import ServerPool
-from ._ws import require_websocket, ws_header_list
+from ._ws import ws_header_list
 from .auth import Credentials, Secret, Signer, load_creds_file
 from .client import Client
 from .subscription import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS
@@ -165,7 +165,6 @@ def connect(
     urls = [servers] if isinstance(servers, str) else list(servers)
     urls = [u for part in urls for u in part.split(",") if u.strip()]
     pool = ServerPool(urls, randomize=not dont_randomize)
-    require_websocket(urls)
     seed: bytes | None = None
     if signature_cb is not None and jwt is None and nkey is None:
         raise ValueError("signature_cb needs jwt (a user JWT) or nkey (its public key)")

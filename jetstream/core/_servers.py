@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from ._ws import require_websocket
+
 __all__ = ["EXPECTED_FORM", "Server", "ServerPool", "parse_server"]
 
 DEFAULT_PORT = 4222
@@ -174,6 +176,7 @@ class ServerPool:
         servers = [parse_server(u) for u in urls]
         if not servers:
             raise ValueError(f"no server given; {EXPECTED_FORM}")
+        require_websocket(urls)
         if randomize:
             random.shuffle(servers)
         self.servers: list[Server] = []
@@ -262,6 +265,7 @@ class ServerPool:
             new.append(old if old is not None else s)
         if not new:
             raise ValueError("no server given")
+        require_websocket(urls)
         self.servers = new
 
     def urls(self) -> list[str]:

@@ -82,3 +82,10 @@ def test_the_extra_is_asked_for_only_by_websocket_urls(monkeypatch: pytest.Monke
     require_websocket(["nats://h", "tls://h", "h:1"])  # nothing to ask for
     with pytest.raises(ImportError, match=r"pip install wsproto; or the ws extra"):
         require_websocket(["nats://h", " WS://h"])
+    # the pool asks too, when it is made and when its list is replaced (set_servers)
+    pool = ServerPool(["nats://h"])
+    with pytest.raises(ImportError, match=r"pip install wsproto"):
+        pool.replace(["wss://h"])
+    assert pool.urls() == ["nats://h:4222"]
+    with pytest.raises(ImportError, match=r"pip install wsproto"):
+        ServerPool(["nats://h", "ws://h:8080"])
