@@ -232,7 +232,7 @@ async def test_subscription_callback_and_iterator_spans(traced: Traced, tnc: Cli
 
 async def test_tracing_off_leaves_headers_untouched(nats_url: str, traced: Traced) -> None:
     async with jetstream.connect(nats_url) as nc:
-        assert nc._tracing is None
+        assert nc.tracing is None
         js = nc.jetstream()
         await js.create_stream(StreamConfig(name="OFF", subjects=["off.>"]))
         sub = await nc.subscribe("off.core")
