@@ -15,7 +15,14 @@ it; docs/design.md, "The core contract", lists them by job):
   ``check_open``;
 - **the connection's life**: ``add_loss_hook`` / ``add_reconnect_hook`` (and their
   ``remove_``), ``server_info``, ``inbox_prefix``, ``connect_timeout``, ``loop``,
-  ``report_error``, ``send_ping``, ``count_stranded_nak``, ``tracing``.
+  ``report_error``, ``send_ping``, ``count_stranded_nak``, ``tracing``,
+  ``use_bulk_parse``;
+- **requests of its own** (the confirmed acks): ``request_raw``, ``request_each``,
+  ``forget_requests``.
+
+Most are defined here; ``flush_now``, ``wait_writable``, ``check_open``,
+``report_error`` and ``use_bulk_parse`` are in ``_base.py``, the requests in
+``client.py`` and the numbered writes in ``_numbered.py``.
 
 This module also holds the write path itself: the checks and the buffering of a
 message that every publish other than ``Client.publish``'s fast path goes through.
