@@ -451,6 +451,8 @@ def _tls_message(server: Server, exc: ssl.SSLError, implied: str) -> str:
             f" ({implied}, and with no tls= given only the system's trust store is used; "
             "pass tls=make_ssl_context(ca_file=...) to trust the server's CA)"
         )
+    elif server.websocket and exc.reason == "WRONG_VERSION_NUMBER":
+        hint = " (the port answered without TLS: a listener for ws://, not wss://?)"
     return f"TLS with {server} failed: {tls_reason(exc)}{hint}"
 
 

@@ -263,6 +263,16 @@ async def test_wss_with_the_test_ca(wss_server: NatsServer, tls_certs: CertPaths
         assert (await sub.next_msg(timeout=T)).data == b"secret"
 
 
+async def test_the_wrong_scheme_says_so(wss_server: NatsServer, ws_server: NatsServer) -> None:
+    """ws:// to a TLS listener, wss:// to a plain one: refused at once, saying why."""
+    plain_to_tls = wss_server.ws_url.replace("wss://", "ws://")
+    with pytest.raises(NoServersError, match=r"HTTP status 400: .*HTTPS server"):
+        await jetstream.connect(plain_to_tls, allow_reconnect=False, **FAST)
+    tls_to_plain = ws_server.ws_url.replace("ws://", "wss://")
+    with pytest.raises(TlsError, match=r"TLS with wss://.* without TLS: a listener for ws://"):
+        await jetstream.connect(tls_to_plain, allow_reconnect=False, **FAST)
+
+
 async def test_wss_refused_without_the_ca(wss_server: NatsServer) -> None:
     t0 = time.monotonic()
     with pytest.raises(TlsError, match=r"certificate verify failed.*make_ssl_context"):
