@@ -57,6 +57,9 @@ _QUOTED = 200
 _NO_MASKING = b"nats-no-masking"
 #: the most bytes the answer's head may take (nats-server's is a few hundred)
 _MAX_HEAD = 16 * 1024
+#: frames shorter than this go out in one write of header and payload joined; longer,
+#: in two (a copy below glibc's mmap threshold costs less than a second send)
+_JOIN_MAX = 64 * 1024
 #: writes this short or shorter go uncompressed (a PING, an ack), as nats-server's do
 _COMPRESS_MIN = 64
 #: the ports an HTTP Host header leaves out
@@ -93,11 +96,14 @@ class _WsTransport(asyncio.Transport):
         if raw is None or raw.is_closing() or link.closing or ws.state is not ConnectionState.OPEN:
             return  # as a closing socket's transport does: the loss is reported
         if link.unmasked:
-            # Two writes, not one of header + data: that would copy the data (up to the
-            # client's 512 KiB flush) into fresh memory, mapped and faulted in each time.
             header, data = frame(data, link.compressed)
-            raw.write(header)
-            raw.write(data)
+            if len(data) < _JOIN_MAX:
+                raw.write(header + data)  # one send, one packet: what a request waits for
+            else:
+                # Two writes, not one of header + data: that would copy the data (up to
+                # the client's 512 KiB flush) into fresh memory, mapped and faulted in.
+                raw.write(header)
+                raw.write(data)
         else:
             raw.write(ws.send(BytesMessage(data=bytes(data))))
 
