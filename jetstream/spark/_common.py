@@ -8,7 +8,9 @@ import asyncio
 import difflib
 import inspect
 import logging
+import os
 import random
+import re
 import threading
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +48,7 @@ __all__ = [
     "number_option",
     "patiently",
     "run_sync",
+    "task_slots",
     "transient",
 ]
 
@@ -313,6 +316,45 @@ def connect_spec_from_options(o: Mapping[str, str], what: str) -> ConnectSpec:
         timeout=_seconds_option(o, "timeout", 10.0),
         **kw,
     )
+
+
+_LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]")
+
+
+def task_slots(spark: Any) -> int | None:
+    """How many tasks the session's executors run at once, from its settings (read the
+    same way in a classic and a Spark Connect session): ``spark.default.parallelism``;
+    else the cores of a ``local[N]`` master; else ``spark.executor.instances`` times
+    ``spark.executor.cores``; else ``spark.cores.max``. None when none of them says
+    (a cluster whose executors take what its workers offer)."""
+
+    def conf(key: str) -> str | None:
+        try:
+            value = spark.conf.get(key, None)
+        except Exception:  # a setting Spark refuses to show
+            return None
+        return str(value) if value else None
+
+    def whole(value: str | None) -> int | None:
+        return int(value) if value and value.isdigit() and int(value) > 0 else None
+
+    found = whole(conf("spark.default.parallelism"))
+    if found:
+        return found
+    master = (conf("spark.master") or "").strip()
+    local = _LOCAL.fullmatch(master)
+    if local is not None:
+        cores = local.group(1)
+        return (os.cpu_count() or 1) if cores == "*" else int(cores or 1) or 1
+    cluster = _LOCAL_CLUSTER.fullmatch(master)
+    if cluster is not None:
+        return int(cluster.group(1)) * int(cluster.group(2)) or None
+    instances = whole(conf("spark.executor.instances"))
+    cores = whole(conf("spark.executor.cores"))
+    if instances and cores:
+        return instances * cores
+    return whole(conf("spark.cores.max"))
 
 
 def is_connect(obj: Any) -> bool:

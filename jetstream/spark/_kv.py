@@ -32,7 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BadBucketError, BadNameError, BucketNotFoundError, NatsError
 from ..kv import validate_bucket, validate_key
-from ._common import ConnectSpec, SparkConfigError, SparkWriteError, argument_names, run_sync
+from ._common import (
+    ConnectSpec,
+    SparkConfigError,
+    SparkWriteError,
+    argument_names,
+    run_sync,
+    task_slots,
+)
+from ._pool import lease, run_pooled
 from ._publish import is_payload_type
 
 if TYPE_CHECKING:
@@ -58,9 +66,6 @@ __all__ = [
 ]
 
 _RESULT_SCHEMA = "partition int, puts long, deletes long, retried long"
-# a row's number: its partition in the high bits, its index in the low ones (as Spark's
-# monotonically_increasing_id), so numbers order rows as the DataFrame does
-_ROW_BITS = 33
 
 
 @dataclass(frozen=True)
@@ -289,19 +294,18 @@ async def put_partition(
     target: KvTarget, latest: dict[str, bytes | None], partition: int = 0
 ) -> KvPartition:
     """Put (or delete) every key of ``latest``; return what was written once every write
-    is confirmed."""
+    is confirmed. The connection is the one the process keeps for ``target``'s settings
+    (``_pool``); a partition without keys connects to nothing."""
     if not latest:
         return KvPartition(partition)
-    nc = await target.conn.connect()
-    try:
-        js = target.conn.jetstream(nc, publish_async_max_pending=target.max_pending)
+    async with lease(
+        target.conn, target.conn.connect, publish_async_max_pending=target.max_pending
+    ) as js:
         puts = _Puts(await _bucket(js, target), target)
         for key, value in latest.items():
             await puts.send(key, value)
         await puts.finish()
-        return KvPartition(partition, puts.puts, puts.deletes, puts.retried)
-    finally:
-        await nc.close()
+    return KvPartition(partition, puts.puts, puts.deletes, puts.retried)
 
 
 def _partition() -> int:
@@ -312,27 +316,21 @@ def _partition() -> int:
 
 
 def _number_rows(target: KvTarget, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Runs in a task of the first stage: check the keys, number the rows (key, value
-    columns first)."""
-    import numpy as np
+    """Runs in a task of the first stage: check the keys of rows (key, value, number),
+    hand them on as (key, number, value)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    base = _partition() << _ROW_BITS
-    index = 0
     for batch in batches:
-        n = batch.num_rows
-        if not n:
+        if not batch.num_rows:
             continue
         keys = batch.column(0)
         if keys.null_count:
             _check_keys(target, [None])
         _check_keys(target, pc.unique(keys).to_pylist())
-        pos = pa.array(np.arange(base + index, base + index + n, dtype=np.int64))
         yield pa.RecordBatch.from_arrays(
-            [keys, pos, batch.column(1)], names=["key", "pos", "value"]
+            [keys, batch.column(2), batch.column(1)], names=["key", "pos", "value"]
         )
-        index += n
 
 
 def _write_task(target: KvTarget, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -340,7 +338,8 @@ def _write_task(target: KvTarget, batches: Iterator[pa.RecordBatch]) -> Iterator
     import pyarrow as pa
 
     partition = _partition()
-    res = run_sync(put_partition(target, last_values(target, batches, ("key", "value")), partition))
+    latest = last_values(target, batches, ("key", "value"))
+    res = run_pooled(put_partition(target, latest, partition))
     yield pa.RecordBatch.from_pydict(
         {
             "partition": pa.array([partition], pa.int32()),
@@ -388,9 +387,12 @@ class KvReport:
 class KvSink:
     """The function given to ``writeStream.foreachBatch``; see ``kv_sink``."""
 
-    def __init__(self, target: KvTarget) -> None:
+    def __init__(self, target: KvTarget, tasks: int | None = None) -> None:
         self._target = target
         self._checked = False
+        # the tasks of each stage: given, or the session's task slots (found at the first
+        # batch; 0: not known, the partitions as they are)
+        self._tasks = tasks
         #: the report of the last batch written (in the process that ran the batch: under
         #: Spark Connect, the server's)
         self.last_report: KvReport | None = None
@@ -411,9 +413,14 @@ class KvSink:
         self.last_report = self._write(batch_df, batch_id)
 
     def _write(self, df: DataFrame, batch_id: int) -> KvReport:
+        from pyspark.sql.functions import monotonically_increasing_id
         from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
+        from ._sink import coalesced
+
         t = self._target
+        if self._tasks is None:
+            self._tasks = task_slots(df.sparkSession) or 0
         binary = df.schema[t.value_col].dataType.typeName() == "binary"
         numbered_schema = StructType(
             [
@@ -422,8 +429,14 @@ class KvSink:
                 StructField("value", BinaryType() if binary else StringType()),
             ]
         )
+        # a row's number (monotonically_increasing_id): its partition in the high bits,
+        # its index there in the low ones, so numbers order rows as the DataFrame does,
+        # given before the partitions are coalesced to fewer tasks
+        numbered = df.select(t.key_col, t.value_col).withColumn(
+            "pos", monotonically_increasing_id()
+        )
         last = (
-            df.select(t.key_col, t.value_col)
+            coalesced(numbered, self._tasks)
             .mapInArrow(partial(_number_rows, t), numbered_schema)
             .selectExpr("key", "struct(pos, value) as row")
             .groupBy("key")
@@ -432,7 +445,8 @@ class KvSink:
         )
         report = KvReport(batch_id)
         try:
-            rows = last.mapInArrow(partial(_write_task, t), _RESULT_SCHEMA).collect()
+            write = coalesced(last, self._tasks).mapInArrow(partial(_write_task, t), _RESULT_SCHEMA)
+            rows = write.collect()
         except Exception as exc:
             err = task_error(exc)
             if err is None:
@@ -451,6 +465,7 @@ def kv_sink(
     value_col: str = "value",
     max_pending: int = 4000,
     retries: int = 5,
+    tasks: int | None = None,
     **connect_options: Any,
 ) -> KvSink:
     """A function for ``df.writeStream.foreachBatch(...)`` that writes each batch to a
@@ -473,6 +488,9 @@ def kv_sink(
             a null value deletes the key.
         max_pending: puts in flight at once per task.
         retries: attempts for a write the bucket did not confirm.
+        tasks: at most this many tasks check and write a batch (default: the session's
+            task slots, as for ``foreach_batch_sink``); which row of a key wins does not
+            depend on it.
         connect_options: as for ``foreach_batch_sink`` (user, password, token, creds,
             tls_ca, tls_cert, tls_key, api_prefix, domain, timeout, ...).
 
@@ -492,4 +510,6 @@ def kv_sink(
         max_pending=max_pending,
         retries=retries,
     )
-    return KvSink(target)
+    if tasks is not None and tasks < 1:
+        raise SparkConfigError(f"tasks must be at least 1, not {tasks}")
+    return KvSink(target, tasks)

@@ -59,6 +59,7 @@ from ._kv import (
     put_partition,
 )
 from ._options import KV_WRITE_OPTIONS, check_options
+from ._pool import run_pooled
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -124,7 +125,7 @@ def _write(options: KvWriteOptions, batches: Iterator[pa.RecordBatch]) -> KvWrit
     partition = ctx.partitionId() if ctx is not None else 0
     t = options.target
     latest = last_values(t, batches, (t.key_col, t.value_col))
-    res = run_sync(put_partition(t, latest, partition))
+    res = run_pooled(put_partition(t, latest, partition))
     return KvWritten(partition, res.puts, res.deletes, res.retried)
 
 

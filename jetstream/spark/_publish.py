@@ -23,6 +23,7 @@ from ..errors import BadHeaderError, NatsError, StreamNotFoundError
 from ..protocol.headers import NATS_MSG_ID, Headers, encode_headers, parse_headers
 from ..protocol.subjects import subject_matches
 from ._common import WRITE_TIMEOUT, ConnectSpec, SparkConfigError, SparkWriteError, patiently
+from ._pool import lease
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PartitionResult",
+    "ROW_COL",
     "Target",
     "new_target",
     "check_columns",
@@ -42,6 +44,8 @@ __all__ = [
 _json = msgspec.json.Encoder()
 # the header block of a row that carries only its message id
 _ID_HDR = b"NATS/1.0\r\nNats-Msg-Id: %b\r\n\r\n"
+# a writing connection reconnects until write_timeout says to give up
+_WRITER_CONNECT = {"max_reconnect_attempts": -1}
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,17 @@ class PartitionResult:
     duplicates: int = 0
     first_seq: int = 0
     last_seq: int = 0
+    #: the partitions of the DataFrame whose rows the task wrote, where it wrote several
+    #: (a batch coalesced to fewer tasks: see ``ROW_COL``); empty: ``partition`` alone
+    parts: tuple[int, ...] = ()
+
+
+#: the column the sink adds before it coalesces a batch (``monotonically_increasing_id()``:
+#: the row's partition in the DataFrame in the high bits, its index there in the low
+#: ones), so that a row keeps the id ``<base>:<partition>:<row index>`` however many tasks
+#: write the batch
+ROW_COL = "__jetstream_row"
+_ROW_BITS = 33
 
 
 def _check_id(msg_id: str) -> None:
@@ -172,10 +187,18 @@ class _PartitionWriter:
     """
 
     def __init__(
-        self, target: Target, id_prefix: str, js: Any, stream_subjects: Sequence[str] = ()
+        self,
+        target: Target,
+        id_prefix: str,
+        js: Any,
+        stream_subjects: Sequence[str] = (),
+        row_col: str | None = None,
     ) -> None:
         self.t = target
         self.prefix = id_prefix
+        self.row_col = row_col
+        #: the DataFrame's partitions whose rows were written (with ``row_col``)
+        self.parts: set[int] = set()
         self.js = js
         self.rows = 0
         self.duplicates = 0
@@ -234,6 +257,12 @@ class _PartitionWriter:
         if not n:
             return
         names = batch.schema.names
+        row_ids: list[str] | None = None
+        if self.row_col is not None and t.key_col is None:
+            row_ids = self._row_ids(batch.column(names.index(self.row_col)))
+        if self.row_col is not None and self.row_col in names:
+            names = [c for c in names if c != self.row_col]
+            batch = batch.select(names)
         if t.subject_col is not None:
             subjects: Sequence[Any] = batch.column(names.index(t.subject_col)).to_pylist()
         else:
@@ -275,6 +304,8 @@ class _PartitionWriter:
                         f"without a key cannot be deduplicated"
                     )
                 msg_id = str(key)
+            elif row_ids is not None:
+                msg_id = row_ids[i]
             else:
                 msg_id = f"{self.prefix}:{start + i}"
             if hcols or traced:
@@ -292,6 +323,20 @@ class _PartitionWriter:
         # not answer time out, and those rows are sent again by ``finish``)
         await publish_rows(self.js, rows, self, timeout=self.t.write_timeout)
         self.index = start + n
+
+    def _row_ids(self, rows: pa.Array) -> list[str]:
+        """``<prefix>:<partition>:<row index>`` of each row, from its ``ROW_COL`` value."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        part = pc.shift_right(rows, _ROW_BITS)
+        self.parts.update(pc.unique(part).to_pylist())
+        index = pc.bit_wise_and(rows, (1 << _ROW_BITS) - 1)
+        ids = pc.binary_join_element_wise(
+            self.prefix, part.cast(pa.string()), index.cast(pa.string()), ":"
+        )
+        out: list[str] = ids.to_pylist()
+        return out
 
     async def finish(self) -> None:
         if self.js.publish_async_pending:
@@ -338,38 +383,51 @@ class _PartitionWriter:
 
 
 async def write_batches(
-    target: Target, id_prefix: str, batches: Iterable[pa.RecordBatch], partition: int = 0
+    target: Target,
+    id_prefix: str,
+    batches: Iterable[pa.RecordBatch],
+    partition: int = 0,
+    row_col: str | None = None,
 ) -> PartitionResult:
     """Publish every row of ``batches`` (one partition) with the ids ``<id_prefix>:<row
-    index>`` (or the key column); return what was stored once every row is confirmed."""
-    nc = None
-    writer = None
-    try:
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            if writer is None:
-                # a server restarting or out of reach is waited for (write_timeout)
-                nc = await patiently(
-                    f"publishing to {target.stream or target.subject!r}",
-                    target.write_timeout,
-                    lambda: target.conn.connect(max_reconnect_attempts=-1),
-                )
-                js = target.conn.jetstream(nc, publish_async_max_pending=target.max_pending)
-                patterns: Sequence[str] = ()
-                if target.subject_col is not None and target.stream is not None:
-                    patterns = await _stream_subjects(js, target)
-                writer = _PartitionWriter(target, id_prefix, js, patterns)
-            await writer.write(batch)
-        if writer is None:
-            return PartitionResult(partition)
-        await writer.finish()
-        return PartitionResult(
-            partition, writer.rows, writer.duplicates, writer.first_seq, writer.last_seq
+    index>`` (or the key column; with ``row_col``, ``<id_prefix>:<partition>:<row
+    index>`` of the column's numbers, a column not sent); return what was stored once
+    every row is confirmed.
+
+    The connection is the one the process keeps for ``target``'s settings (``_pool``),
+    made when the first row comes: a partition without rows connects to nothing."""
+    rows = iter(batches)
+    first = next((b for b in rows if b.num_rows), None)
+    if first is None:
+        return PartitionResult(partition)
+
+    async def connect() -> Any:
+        # a server restarting or out of reach is waited for (write_timeout)
+        return await patiently(
+            f"publishing to {target.stream or target.subject!r}",
+            target.write_timeout,
+            lambda: target.conn.connect(**_WRITER_CONNECT),
         )
-    finally:
-        if nc is not None:
-            await nc.close()
+
+    async with lease(
+        target.conn, connect, _WRITER_CONNECT, publish_async_max_pending=target.max_pending
+    ) as js:
+        patterns: Sequence[str] = ()
+        if target.subject_col is not None and target.stream is not None:
+            patterns = await _stream_subjects(js, target)
+        writer = _PartitionWriter(target, id_prefix, js, patterns, row_col)
+        await writer.write(first)
+        for batch in rows:
+            await writer.write(batch)
+        await writer.finish()
+    return PartitionResult(
+        partition,
+        writer.rows,
+        writer.duplicates,
+        writer.first_seq,
+        writer.last_seq,
+        tuple(sorted(writer.parts)),
+    )
 
 
 async def _stream_subjects(js: Any, target: Target) -> Sequence[str]:

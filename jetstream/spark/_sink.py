@@ -28,8 +28,11 @@ from ._common import (
     argument_names,
     is_connect,
     run_sync,
+    task_slots,
 )
+from ._pool import run_pooled
 from ._publish import (
+    ROW_COL,
     PartitionResult,
     Target,
     check_columns,
@@ -46,7 +49,9 @@ if TYPE_CHECKING:
 
 __all__ = ["BatchReport", "ForeachBatchSink", "foreach_batch_sink", "write_dataframe"]
 
-_RESULT_SCHEMA = "partition int, rows long, duplicates long, first_seq long, last_seq long"
+_RESULT_SCHEMA = (
+    "partition int, rows long, duplicates long, first_seq long, last_seq long, parts array<int>"
+)
 # the local property Spark sets on the jobs of a streaming query's micro-batch
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
@@ -63,11 +68,19 @@ class BatchReport:
     #: stream sequence range written by this batch (0 when nothing new was stored)
     first_seq: int = 0
     last_seq: int = 0
+    #: the DataFrame's partitions whose rows were written
     partitions: list[int] = field(default_factory=list)
+    #: the Spark tasks that wrote them (at most the sink's ``tasks``)
+    tasks: int = 0
 
     def add(self, part: PartitionResult) -> None:
-        """Count in what one partition stored."""
-        self.partitions.append(part.partition)
+        """Count in what one task stored."""
+        self.tasks += 1
+        if part.parts:
+            self.partitions.extend(part.parts)
+            self.partitions.sort()
+        elif part.rows:
+            self.partitions.append(part.partition)
         self.rows += part.rows
         self.duplicates += part.duplicates
         if part.first_seq and (not self.first_seq or part.first_seq < self.first_seq):
@@ -101,7 +114,7 @@ class _Ids:
 def _partition_task(
     target: Target, ids: _Ids, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """Runs inside a Spark task: publish this partition, yield one row of counts."""
+    """Runs inside a Spark task: publish this task's rows, yield one row of counts."""
     import pyarrow as pa
     from pyspark import TaskContext
 
@@ -110,7 +123,8 @@ def _partition_task(
     base = ""
     if target.key_col is None:
         base = ids.base(ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx is not None else None)
-    res = run_sync(write_batches(target, f"{base}:{partition}", batches, partition))
+    row_col = ROW_COL if target.key_col is None else None
+    res = run_pooled(write_batches(target, base, batches, partition, row_col))
     yield pa.RecordBatch.from_pydict(
         {
             "partition": pa.array([partition], pa.int32()),
@@ -118,22 +132,46 @@ def _partition_task(
             "duplicates": pa.array([res.duplicates], pa.int64()),
             "first_seq": pa.array([res.first_seq], pa.int64()),
             "last_seq": pa.array([res.last_seq], pa.int64()),
+            "parts": pa.array([list(res.parts)], pa.list_(pa.int32())),
         }
     )
 
 
+def coalesced(df: DataFrame, tasks: int | None) -> DataFrame:
+    """``df`` in at most ``tasks`` partitions (default: the session's task slots,
+    ``task_slots``): a batch of many small or empty partitions (an aggregation's
+    ``spark.sql.shuffle.partitions``, 200 by default) is written by as many tasks as can
+    run at once, each reading several of them, rather than by a task each."""
+    n = task_slots(df.sparkSession) if tasks is None else tasks
+    return df.coalesce(n) if n else df
+
+
 def _run_batch(
-    target: Target, df: DataFrame, ids: _Ids, mode: Literal["executors", "driver"]
+    target: Target,
+    df: DataFrame,
+    ids: _Ids,
+    mode: Literal["executors", "driver"],
+    tasks: int | None = None,
 ) -> BatchReport:
     report = BatchReport(ids.batch_id)
     if mode == "driver":
         table = df.toArrow()
         base = "" if target.key_col is not None else ids.base(None)
-        report.add(run_sync(write_batches(target, f"{base}:0", table.to_batches())))
-    else:
-        rows = df.mapInArrow(partial(_partition_task, target, ids), _RESULT_SCHEMA).collect()
-        for r in rows:
-            report.add(PartitionResult(*r))
+        report.add(run_pooled(write_batches(target, f"{base}:0", table.to_batches())))
+        return report
+    if target.key_col is None:
+        from pyspark.sql.functions import monotonically_increasing_id
+
+        # each row numbered in the batch's own partitions before they are coalesced:
+        # its id does not depend on how many tasks write it
+        df = df.withColumn(ROW_COL, monotonically_increasing_id())
+    df = coalesced(df, tasks)
+    rows = df.mapInArrow(partial(_partition_task, target, ids), _RESULT_SCHEMA).collect()
+    for r in rows:
+        partition, count, duplicates, first_seq, last_seq, parts = r
+        report.add(
+            PartitionResult(partition, count, duplicates, first_seq, last_seq, tuple(parts or ()))
+        )
     return report
 
 
@@ -141,11 +179,18 @@ class ForeachBatchSink:
     """The function given to ``writeStream.foreachBatch``; see ``foreach_batch_sink``."""
 
     def __init__(
-        self, target: Target, mode: Literal["executors", "driver"], id_prefix: str | None
+        self,
+        target: Target,
+        mode: Literal["executors", "driver"],
+        id_prefix: str | None,
+        tasks: int | None = None,
     ) -> None:
         self._target = target
         self._mode = mode
         self._id_prefix = id_prefix
+        # the tasks a batch is written by: given, or the session's task slots (found at
+        # the first batch; 0: not known, the batch's partitions as they are)
+        self._tasks = tasks
         self._checked: str | None = None
         # (id of the batch's session, its query's id): under Spark Connect, the session a
         # query's batches come in stays the same for the whole run
@@ -173,7 +218,9 @@ class ForeachBatchSink:
         """Check, then write ``df`` with the row ids ``<id_base>:<partition>:<row>`` (or
         the key column's values)."""
         self.check(df)
-        self.last_report = _run_batch(self._target, df, _Ids(batch_id, fixed=id_base), self._mode)
+        self.last_report = _run_batch(
+            self._target, df, _Ids(batch_id, fixed=id_base), self._mode, self._task_count(df)
+        )
         return self.last_report
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -184,7 +231,14 @@ class ForeachBatchSink:
             ids = _Ids(batch_id, fixed=f"{self._id_prefix}:{batch_id}")
         else:
             ids = self._query_ids(batch_df, batch_id)
-        self.last_report = _run_batch(self._target, batch_df, ids, self._mode)
+        self.last_report = _run_batch(
+            self._target, batch_df, ids, self._mode, self._task_count(batch_df)
+        )
+
+    def _task_count(self, df: DataFrame) -> int:
+        if self._tasks is None:
+            self._tasks = task_slots(df.sparkSession) or 0
+        return self._tasks
 
     def _query_ids(self, df: DataFrame, batch_id: int) -> _Ids:
         """Ids after the streaming query of this batch; refuse when it cannot be known."""
@@ -224,6 +278,7 @@ def foreach_batch_sink(
     id_prefix: str | None = None,
     max_pending: int = 4000,
     mode: Literal["executors", "driver"] = "executors",
+    tasks: int | None = None,
     retries: int | None = None,
     write_timeout: float = WRITE_TIMEOUT,
     min_duplicate_window: float = 60.0,
@@ -254,8 +309,13 @@ def foreach_batch_sink(
             (kept in its checkpoint), found when the first batch runs. Give one when that
             cannot be found: several queries running at once in one Spark Connect session.
         max_pending: publishes outstanding at once per task.
-        mode: ``"executors"`` (default: each partition publishes from its task) or
+        mode: ``"executors"`` (default: the batch is published from Spark tasks) or
             ``"driver"`` (collect the batch, publish from the driver: small batches).
+        tasks: at most this many tasks publish a batch, each reading several of its
+            partitions when it has more (default: the session's task slots, from
+            ``spark.default.parallelism``, a ``local[N]`` master, or
+            ``spark.executor.instances`` times ``spark.executor.cores``; when none says,
+            a task per partition). A row's id does not depend on it.
         retries: at most this many more attempts for a row whose publish failed, with
             the same id (None: as many as ``write_timeout`` allows).
         write_timeout: how long a task waits through a server that does not answer
@@ -304,7 +364,9 @@ def foreach_batch_sink(
         raise SparkConfigError(f"mode must be 'executors' or 'driver', not {mode!r}")
     if id_prefix is not None:
         _check_token("id_prefix", id_prefix)
-    return ForeachBatchSink(target, mode, id_prefix)
+    if tasks is not None and tasks < 1:
+        raise SparkConfigError(f"tasks must be at least 1, not {tasks}")
+    return ForeachBatchSink(target, mode, id_prefix, tasks)
 
 
 def make_target(

@@ -66,6 +66,7 @@ from ._common import (
 )
 from ._options import WRITE_OPTIONS, check_options
 from ._plan import duration_option
+from ._pool import run_pooled
 from ._publish import Target, check_columns, check_stream, new_target, write_batches
 
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ def _write(options: WriteOptions, batches: Iterator[pa.RecordBatch], streaming: 
                 "df.write.format('jetstream') needs option key_col (a column unique per row) "
                 "or job_id (rows named <job_id>:<partition>:<row>)"
             )
-    res = run_sync(write_batches(t, f"{base}:{partition}", batches, partition))
+    res = run_pooled(write_batches(t, f"{base}:{partition}", batches, partition))
     return Written(partition, res.rows, res.duplicates, res.first_seq, res.last_seq, name)
 
 

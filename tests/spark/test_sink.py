@@ -11,6 +11,7 @@ import pytest
 
 from jetstream.embedded import NatsServer
 from jetstream.spark import SparkConfigError, SparkWriteError, foreach_batch_sink, write_dataframe
+from tests import leaks
 from tests.spark.helpers import classic_only, make_stream, read_all, stream_state, write_parquet
 
 SCHEMA = "id long, value string"
@@ -247,3 +248,61 @@ def test_two_queries_at_once_without_a_key(
         assert names == {("two.a", str(first.id))}
     else:
         assert names == {("two.a", str(first.id)), ("two.b", str(second.id))}
+
+
+@classic_only
+def test_a_batch_of_many_small_partitions_is_written_over_one_connection_a_worker(
+    spark: Any, module_nats_server: NatsServer
+) -> None:
+    """A batch of 16 partitions, half of them empty (an aggregation's output, say), is
+    written by as many tasks as local[2] runs at once; a Python worker connects once, for
+    all its tasks and batches; a row's id does not depend on how many tasks wrote it."""
+    from jetstream.spark import kv_sink
+
+    url = module_nats_server.url
+    make_stream(url, "SINKPOOL", ["pool"])
+    df = (
+        spark.range(0, 1600, 1, 16)
+        .where("id % 200 < 100")  # rows 0-99 of each 200: partitions 1, 3, 5... are empty
+        .selectExpr("cast(id as string) as value")
+    )
+    sink = foreach_batch_sink(url, subject="pool", stream="SINKPOOL", id_prefix="p", name="pool")
+    for batch in range(3):
+        sink(df, batch)
+        assert sink.last_report is not None
+        assert (sink.last_report.rows, sink.last_report.duplicates) == (800, 0)
+        assert sink.last_report.partitions == list(range(0, 16, 2))
+        assert sink.last_report.tasks == 2
+    # the same batch by a task per partition: the same ids, every row found stored
+    per_partition = foreach_batch_sink(
+        url, subject="pool", stream="SINKPOOL", id_prefix="p", tasks=16, name="pool"
+    )
+    per_partition(df, 2)
+    assert per_partition.last_report is not None
+    assert (per_partition.last_report.duplicates, per_partition.last_report.tasks) == (800, 16)
+    assert stream_state(url, "SINKPOOL") == (2400, 2400)
+    ids = {h["Nats-Msg-Id"] for *_, h in read_all(url, "SINKPOOL")}
+    assert "p:2:14:99" in ids and "p:0:0:0" in ids
+    # the KeyValue sink too: both its stages coalesced, a connection a worker
+    leaks.run(_make_bucket(url, "POOLKV"))
+    spend = df.selectExpr("cast(cast(value as long) % 7 as string) as key", "value")
+    to_kv = kv_sink(url, bucket="POOLKV", name="pool-kv")
+    for batch in range(3):
+        to_kv(spend, batch)
+        assert to_kv.last_report is not None and to_kv.last_report.puts == 7
+    connz = module_nats_server.monitor("connz", state="all", limit=10_000)
+    conns = connz.get("connections") or []
+    # 14 tasks published rows (3 batches of 2, then 8), 6 put keys: a connection a task
+    # would be 14 and 6 (and the checks of the driver, one a sink object); Spark's few
+    # Python workers of local[2] took them all, each over its connection
+    writing = [c["in_msgs"] for c in conns if c.get("name") == "pool"]
+    putting = [c for c in conns if c.get("name") == "pool-kv"]
+    assert sum(writing) >= 3200 and max(writing) >= 800  # one carried two tasks' rows
+    assert len(writing) <= 2 + 6 and len(putting) <= 1 + 4, (writing, len(putting))
+
+
+async def _make_bucket(url: str, bucket: str) -> None:
+    import jetstream
+
+    async with jetstream.connect(url) as nc:
+        await nc.jetstream().create_key_value(bucket=bucket)
