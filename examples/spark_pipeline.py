@@ -1,25 +1,23 @@
-"""JetStream -> Spark -> JetStream: per-minute spend per user, exactly once, and each
-user's spend in a KeyValue bucket for applications to read.
+"""JetStream -> Spark -> JetStream in one script: per-minute spend per user, written
+exactly once, and each user's spend in a KeyValue bucket for applications to read.
 
-A stream ``ORDERS`` holds JSON orders (``{"user": ..., "amount": ..., "ts": ...}``).
-A Structured Streaming query reads it with the ``jetstream`` source, parses the JSON,
-sums the amounts per user and per one-minute window, and writes every updated total to
-the stream ``TOTALS`` exactly once: through the foreachBatch sink, or with ``--writer``
-through the ``jetstream`` writer (``writeStream.format("jetstream")``). Either names each
-message after the query, the batch and the row's position, so a batch written again
-after a restart is stored once.
+1. The stream ORDERS is filled with 2,000 JSON orders (``{"user", "amount", "ts"}``).
+2. A streaming query reads it with the ``jetstream`` source, at most 1,000 orders a
+   micro-batch, until it has read what the stream held when it started
+   (``Trigger.AvailableNow``: a scheduled job), and sums the amounts per user and minute.
+3. Each updated total goes to the stream TOTALS through ``foreach_batch_sink``, exactly
+   once: a row's message id is made of the query's id, the batch and the row's place in
+   it, and the checkpoint keeps the query's id and progress, so a batch written again
+   after a crash is stored once. (``--writer``: through the ``jetstream`` writer.)
+4. A second query sums each user's spend and puts it under the user's name in the
+   KeyValue bucket SPEND through ``kv_sink``. (``--writer``: the ``jetstream-kv`` format.)
+5. Both are read back as an application would, and checked against the orders.
 
-A second query sums the same orders per user and puts each user's spend under the user's
-name in the KeyValue bucket ``SPEND``: through ``kv_sink`` (``update`` mode: the users
-whose spend changed), or with ``--writer`` through the ``jetstream-kv`` format
-(``complete`` mode). An application reads a user's spend with ``kv.get`` and follows it
-with ``kv.watch``.
-
-Run it with ``make spark-demo`` (an embedded nats-server and local Spark), or against a
-server of your own: ``NATS_URL=nats://host:4222 python examples/spark_pipeline.py``. The
-same code runs through Spark Connect: ``make spark-demo CONNECT=1`` (or ``--connect``: a
-Spark Connect server started in this process on ``local[2]``; ``--connect sc://host:port``:
-one running elsewhere), and on a cluster: ``--master spark://host:7077``.
+It needs Java 17 or newer and ``pip install -e '.[spark,server]'`` in a checkout (what
+``make spark-demo`` installs). ``python examples/spark_pipeline.py`` starts a nats-server
+of its own; ``NATS_URL=nats://host:4222`` uses yours. ``--connect``: through Spark
+Connect (a server started here on ``local[2]``; ``--connect sc://host:15002``: yours);
+``--master spark://host:7077``: on a cluster.
 """
 
 from __future__ import annotations
@@ -32,19 +30,18 @@ import os
 import random
 import sys
 import tempfile
-from contextlib import ExitStack
 from typing import Any
 
 import jetstream
 from jetstream import StreamConfig
-from jetstream.embedded import NatsServer
 
 USERS = ["ada", "bob", "cy", "dee"]
 ORDERS = 2000
 
 
 async def setup(url: str) -> dict[tuple[str, str], int]:
-    """Create both streams (fresh), publish the orders; return the totals they make."""
+    """The streams ORDERS (filled) and TOTALS and the bucket SPEND, made afresh; returns
+    the per-minute totals the orders make, to check the query's against."""
     async with jetstream.connect(url) as nc:
         js = nc.jetstream()
         for name, subjects in (("ORDERS", ["orders.>"]), ("TOTALS", ["totals.>"])):
@@ -52,6 +49,8 @@ async def setup(url: str) -> dict[tuple[str, str], int]:
                 await js.delete_stream(name)
             except jetstream.errors.StreamNotFoundError:
                 pass
+            # duplicate_window: how long the stream remembers a message id (the sink
+            # refuses a stream that forgets them sooner than a minute)
             await js.create_stream(
                 StreamConfig(name=name, subjects=subjects, duplicate_window=600.0)
             )
@@ -74,8 +73,121 @@ async def setup(url: str) -> dict[tuple[str, str], int]:
     return expected
 
 
+def make_session(master: str = "local[2]", connect: str | None = None) -> Any:
+    """Local Spark (or a Spark Connect session: ``connect`` is a server's ``sc://`` URL,
+    or ``"local"`` for one started here), set up for this job."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors' Python has jetstream
+    builder = SparkSession.builder.appName("jetstream-pipeline")
+    if connect is None:
+        builder = builder.master(master)
+    else:
+        builder = builder.remote(master if connect == "local" else connect)
+    if connect in (None, "local"):  # settings of a driver started here
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.ui.showConsoleProgress", "false"
+        )
+    # --8<-- [start:session]
+    # An aggregation of a streaming query keeps its state in spark.sql.shuffle.partitions
+    # parts, and each micro-batch runs one task per part. Spark's default, 200, is meant
+    # for large clusters: on local[2] every batch would run 200 tasks, most of them only
+    # overhead. Set it to the cores the query runs on, before its first start (its
+    # checkpoint keeps the number: it cannot change afterwards).
+    builder = builder.config("spark.sql.shuffle.partitions", "2")
+    builder = builder.config("spark.sql.session.timeZone", "UTC")  # minutes in UTC
+    # --8<-- [end:session]
+    return builder.getOrCreate()
+
+
+def run_queries(spark: Any, url: str, checkpoint: str, writer: bool = False) -> None:
+    """The per-minute totals to the stream TOTALS, then each user's spend to the bucket
+    SPEND: two queries, one after the other, each checkpointed under ``checkpoint``."""
+    from pyspark.sql import functions as F
+
+    from jetstream.spark import foreach_batch_sink, kv_sink, register
+
+    # --8<-- [start:source]
+    register(spark)  # the "jetstream" and "jetstream-kv" formats
+    orders = (
+        spark.readStream.format("jetstream")
+        .option("servers", url)
+        .option("stream", "ORDERS")
+        .option("max_rows_per_batch", "1000")
+        .load()
+        .select(
+            F.from_json(
+                F.col("data").cast("string"), "user string, amount long, ts timestamp"
+            ).alias("o")
+        )
+        .select("o.*")
+    )
+    # --8<-- [end:source]
+    totals = (
+        orders.groupBy(F.window("ts", "1 minute").alias("w"), "user")
+        .agg(F.sum("amount").alias("total"))
+        .select(F.date_format("w.start", "HH:mm").alias("window_start"), "user", "total")
+    )
+    if writer:
+        # --8<-- [start:writer]
+        query = (
+            totals.writeStream.outputMode("complete")  # a data source writer: no "update"
+            .format("jetstream")
+            .option("servers", url)
+            .option("subject", "totals.minute")
+            .option("stream", "TOTALS")
+            .option("value_col", "")  # each row as JSON
+            .option("checkpointLocation", f"{checkpoint}/totals")
+            .trigger(availableNow=True)
+            .start()
+        )
+        # --8<-- [end:writer]
+    else:
+        # --8<-- [start:sink]
+        sink = foreach_batch_sink(url, subject="totals.minute", stream="TOTALS", value_col=None)
+        query = (
+            totals.writeStream.outputMode("update")  # the totals a batch changed
+            .foreachBatch(sink)
+            .option("checkpointLocation", f"{checkpoint}/totals")
+            .trigger(availableNow=True)  # read what the stream holds now, then stop
+            .start()
+        )
+        # --8<-- [end:sink]
+    query.awaitTermination()  # raises the query's error, if it failed
+    # --8<-- [start:spend]
+    spend = orders.groupBy("user").agg(F.sum("amount").cast("string").alias("spend"))
+    # --8<-- [end:spend]
+    if writer:
+        # --8<-- [start:kv-writer]
+        query = (
+            spend.writeStream.outputMode("complete")  # every user's spend, each batch
+            .format("jetstream-kv")
+            .option("servers", url)
+            .option("bucket", "SPEND")
+            .option("key_col", "user")
+            .option("value_col", "spend")
+            .option("checkpointLocation", f"{checkpoint}/spend")
+            .trigger(availableNow=True)
+            .start()
+        )
+        # --8<-- [end:kv-writer]
+    else:
+        # --8<-- [start:kv-sink]
+        spend_sink = kv_sink(url, bucket="SPEND", key_col="user", value_col="spend")
+        query = (
+            spend.writeStream.outputMode("update")  # the users whose spend changed
+            .foreachBatch(spend_sink)
+            .option("checkpointLocation", f"{checkpoint}/spend")
+            .trigger(availableNow=True)
+            .start()
+        )
+        # --8<-- [end:kv-sink]
+    query.awaitTermination()
+
+
 async def final_totals(url: str) -> dict[tuple[str, str], int]:
-    """The last total written for each (window, user): the end state of the query."""
+    """The last total written for each (minute, user): where the query ended."""
     out: dict[tuple[str, str], int] = {}
     async with jetstream.connect(url) as nc:
         stream = await nc.jetstream().stream("TOTALS")
@@ -122,169 +234,47 @@ async def watch_spend(url: str) -> dict[str, int]:
     return spend
 
 
-def run_query(spark: Any, url: str, checkpoint: str, writer: bool = False) -> None:
-    """The per-minute totals to the stream TOTALS, then each user's spend to the bucket
-    SPEND (two queries, one after the other, with checkpoints under ``checkpoint``)."""
-    from pyspark.sql import functions as F
-
-    from jetstream.spark import foreach_batch_sink, kv_sink, register
-
-    # --8<-- [start:source]
-    register(spark)
-    orders = (
-        spark.readStream.format("jetstream")
-        .option("servers", url)
-        .option("stream", "ORDERS")
-        .option("max_rows_per_batch", "500")
-        .load()
-        .select(
-            F.from_json(
-                F.col("data").cast("string"), "user string, amount long, ts timestamp"
-            ).alias("o")
-        )
-        .select("o.*")
-    )
-    # --8<-- [end:source]
-    totals = (
-        orders.groupBy(F.window("ts", "1 minute").alias("w"), "user")
-        .agg(F.sum("amount").alias("total"))
-        .select(
-            F.date_format("w.start", "HH:mm").alias("window_start"),
-            "user",
-            "total",
-        )
-    )
-    if writer:
-        # --8<-- [start:writer]
-        query = (
-            totals.writeStream.outputMode("complete")  # a data source writer: no "update"
-            .format("jetstream")
-            .option("servers", url)
-            .option("subject", "totals.minute")
-            .option("stream", "TOTALS")
-            .option("value_col", "")  # each row as JSON
-            .option("checkpointLocation", f"{checkpoint}/totals")
-            .start()
-        )
-        # --8<-- [end:writer]
-    else:
-        # --8<-- [start:sink]
-        sink = foreach_batch_sink(url, subject="totals.minute", stream="TOTALS", value_col=None)
-        query = (
-            totals.writeStream.outputMode("update")
-            .foreachBatch(sink)
-            .option("checkpointLocation", f"{checkpoint}/totals")
-            .start()
-        )
-        # --8<-- [end:sink]
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
-    # --8<-- [start:spend]
-    spend = orders.groupBy("user").agg(F.sum("amount").cast("string").alias("spend"))
-    # --8<-- [end:spend]
-    if writer:
-        # --8<-- [start:kv-writer]
-        query = (
-            spend.writeStream.outputMode("complete")  # every user's spend, each batch
-            .format("jetstream-kv")
-            .option("servers", url)
-            .option("bucket", "SPEND")
-            .option("key_col", "user")
-            .option("value_col", "spend")
-            .option("checkpointLocation", f"{checkpoint}/spend")
-            .start()
-        )
-        # --8<-- [end:kv-writer]
-    else:
-        # --8<-- [start:kv-sink]
-        spend_sink = kv_sink(url, bucket="SPEND", key_col="user", value_col="spend")
-        query = (
-            spend.writeStream.outputMode("update")  # the users whose spend changed
-            .foreachBatch(spend_sink)
-            .option("checkpointLocation", f"{checkpoint}/spend")
-            .start()
-        )
-        # --8<-- [end:kv-sink]
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
-
-
-def make_session(master: str = "local[2]", connect: str | None = None) -> Any:
-    """A classic session on ``master``, or a Spark Connect session: ``connect`` is the
-    server's ``sc://`` URL, or ``"local"`` for a server started in this process."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName("jetstream-spark-demo")
-    if connect is not None:
-        builder = builder.remote(master if connect == "local" else connect)
-    else:
-        builder = builder.master(master)
-    if connect is None or connect == "local":  # settings of a driver started here
-        builder = (
-            builder.config("spark.ui.enabled", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.ui.showConsoleProgress", "false")
-        )
-    spark = builder.config("spark.sql.shuffle.partitions", "2").getOrCreate()
-    spark.conf.set("spark.sql.session.timeZone", "UTC")
-    return spark
-
-
 def demo(spark: Any, url: str, writer: bool = False) -> bool:
-    """Publish the orders, run the query, print the totals; True if they match."""
+    """Fill the stream, run the queries, print what they wrote; True if it is right."""
     expected = asyncio.run(setup(url))
     print(f"published {ORDERS} orders to ORDERS")
     with tempfile.TemporaryDirectory() as checkpoint:
-        run_query(spark, url, checkpoint, writer)
+        run_queries(spark, url, checkpoint, writer)
     totals = asyncio.run(final_totals(url))
-    print("per-minute spend (from the TOTALS stream):")
-    print(f"{'window':>8} " + " ".join(f"{u:>6}" for u in USERS))
-    for window in sorted({w for w, _ in totals}):
-        cells = " ".join(f"{totals.get((window, u), 0):>6}" for u in USERS)
-        print(f"{window:>8} {cells}")
-    print(f"grand total: {sum(totals.values())}")
+    print("per-minute spend (the last total of each in the TOTALS stream):")
+    print("minute " + " ".join(f"{u:>5}" for u in USERS))
+    for minute in sorted({m for m, _ in totals}):
+        print(f"{minute:<6} " + " ".join(f"{totals.get((minute, u), 0):>5}" for u in USERS))
     print("matches the orders:", "yes" if totals == expected else "NO")
-    spend = asyncio.run(read_spend(url))
+    spend, watched = asyncio.run(read_spend(url)), asyncio.run(watch_spend(url))
     print("spend per user (kv.get from the SPEND bucket):")
     print(" ".join(f"{u}={spend[u]}" for u in USERS))
-    watched = asyncio.run(watch_spend(url))
-    ok = totals == expected and spend == watched == spend_of(expected)
     print("matches the orders:", "yes" if spend == spend_of(expected) else "NO")
     print("kv.watch agrees:", "yes" if watched == spend else "NO")
-    return ok
+    return totals == expected and spend == watched == spend_of(expected)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument(
-        "--connect",
-        nargs="?",
-        const="local",
-        default="local" if os.environ.get("CONNECT") else None,
-        help="through Spark Connect: a server's sc:// URL, or none to start one here "
-        "(also: CONNECT=1 in the environment)",
-    )
-    parser.add_argument("--master", default="local[2]", help="where the driver runs its jobs")
-    parser.add_argument(
-        "--writer", action="store_true", help="the jetstream writer instead of the sink"
-    )
-    args = parser.parse_args(argv)
-    with ExitStack() as stack:
-        url = os.environ.get("NATS_URL")
-        if not url:
-            url = stack.enter_context(NatsServer()).url
-            print(f"embedded nats-server on {url}")
-        spark = make_session(args.master, args.connect)
-        stack.callback(spark.stop)
-        print(f"{'Spark Connect' if args.connect else 'classic'} session")
-        if not demo(spark, url, args.writer):
-            sys.exit(1)
+    parser.add_argument("--writer", action="store_true", help="the writers, not the sinks")
+    parser.add_argument("--connect", nargs="?", const="local", help="through Spark Connect")
+    parser.add_argument("--master", default="local[2]", help="where Spark runs the jobs")
+    args = parser.parse_args()
+    server = None
+    url = os.environ.get("NATS_URL")
+    if not url:
+        from jetstream.embedded import NatsServer  # the server extra's nats-server
+
+        server = NatsServer().start()
+        url = server.url
+    spark = make_session(args.master, args.connect)
+    try:
+        ok = demo(spark, url, args.writer)
+    finally:
+        spark.stop()  # before the nats-server: no task is left writing to it
+        if server is not None:
+            server.stop()
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

@@ -447,9 +447,9 @@ async def test_a_page_runs_as_a_file_in_an_async_main() -> None:
     assert namespace["n"] == 41  # what the page made, for the caller to close
 
 
-#: pages that may still name the package index's install line: the PySpark page, which its
-#: own rewrite (issue 52's Spark page) brings in line
-_INDEX_INSTALL_PAGES = {"docs/spark.md"}
+#: pages that may still name the package index's install line (none since the PySpark page
+#: installs from a checkout or the wheel too)
+_INDEX_INSTALL_PAGES: set[str] = set()
 
 
 def test_install_lines_work_where_the_reader_stands() -> None:
