@@ -9,9 +9,10 @@ Within a batch the last row of a key wins, "last" in the DataFrame's own order: 
 by partition, and row by row within a partition (the order ``df.collect()`` gives). The
 sink numbers the rows in that order and keeps, for each key, the value of its highest
 number (an aggregation by key: a shuffle, so that every key is written by one task, once),
-then each task puts its keys with ``KeyValue.put_async`` (one connection and one event
-loop per task, at most ``max_pending`` puts in flight). The numbering stage runs, and
-checks every key, before any task of the writing stage starts.
+then each task puts its keys with ``KeyValue.put_async`` (over its Python worker's
+connection, ``_pool``; at most ``max_pending`` puts in flight). Each stage runs at most
+``tasks`` tasks (the batch coalesced; the numbers are given before). The numbering stage
+runs, and checks every key, before any task of the writing stage starts.
 
 A batch written again (a task or a batch retried, a query restarted from its checkpoint)
 puts the same last values again: plain puts, no message ids, so the bucket ends with the

@@ -3,9 +3,10 @@ duplicate window: what the foreachBatch sink and the ``jetstream`` writer share.
 
 Every row gets a deterministic ``Nats-Msg-Id`` (its key column, or ``<prefix>:<row
 index>``), so a task or batch that Spark runs again stores nothing twice. Rows go out
-through ``publish_async`` with a bounded window, one connection and one event loop per
-task; every PubAck is checked, rows whose publish failed are sent once more each with the
-same id, and a partition that still cannot confirm all its rows fails its task.
+through ``publish_async`` with a bounded window, over the connection the process keeps
+for the target's settings (``_pool``); every PubAck is checked, rows whose publish failed
+are sent once more each with the same id, and a partition that still cannot confirm all
+its rows fails its task.
 """
 
 from __future__ import annotations

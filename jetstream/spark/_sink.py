@@ -7,8 +7,10 @@ id>:...`` with an explicit ``id_prefix``, ``<job id>:<partition>:<row index>`` f
 ``write_dataframe``). When Spark re-runs a batch or a task after a failure, the same rows
 get the same ids and the stream stores each of them once.
 
-The rows are published from the executors (``mapInArrow``: Arrow batches, one connection
-and one event loop per task, opened inside the task), see ``_publish``. ``mode="driver"``
+The rows are published from the executors (``mapInArrow``: Arrow batches), by at most
+``tasks`` tasks a batch (the batch coalesced; its rows numbered before, so that their ids
+do not depend on it), each over its Python worker's connection (``_pool``), see
+``_publish``. ``mode="driver"``
 collects the batch to the driver and publishes from there (small batches; no executor
 round trip). The same code runs in a classic session and under Spark Connect, where the
 foreachBatch function runs on the Connect server.
