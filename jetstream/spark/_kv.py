@@ -39,7 +39,6 @@ from ._common import (
     SparkWriteError,
     argument_names,
     run_sync,
-    task_slots,
 )
 from ._pool import lease, run_pooled
 from ._publish import is_payload_type
@@ -391,7 +390,7 @@ class KvSink:
     def __init__(self, target: KvTarget, tasks: int | None = None) -> None:
         self._target = target
         self._checked = False
-        # the tasks of each stage: given, or the session's task slots (found at the first
+        # the tasks of each stage: given, or twice the session's task slots (found at the first
         # batch; 0: not known, the partitions as they are)
         self._tasks = tasks
         #: the report of the last batch written (in the process that ran the batch: under
@@ -417,11 +416,11 @@ class KvSink:
         from pyspark.sql.functions import monotonically_increasing_id
         from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-        from ._sink import coalesced
+        from ._sink import coalesced, default_tasks
 
         t = self._target
         if self._tasks is None:
-            self._tasks = task_slots(df.sparkSession) or 0
+            self._tasks = default_tasks(df.sparkSession)
         binary = df.schema[t.value_col].dataType.typeName() == "binary"
         numbered_schema = StructType(
             [
@@ -489,8 +488,8 @@ def kv_sink(
             a null value deletes the key.
         max_pending: puts in flight at once per task.
         retries: attempts for a write the bucket did not confirm.
-        tasks: at most this many tasks check and write a batch (default: the session's
-            task slots, as for ``foreach_batch_sink``); which row of a key wins does not
+        tasks: at most this many tasks check and write a batch (default: twice the
+            session's task slots, as for ``foreach_batch_sink``); which row of a key wins does not
             depend on it.
         connect_options: as for ``foreach_batch_sink`` (user, password, token, creds,
             tls_ca, tls_cert, tls_key, api_prefix, domain, timeout, ...).

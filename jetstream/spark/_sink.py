@@ -139,12 +139,19 @@ def _partition_task(
     )
 
 
+def default_tasks(spark: Any) -> int:
+    """Twice the session's task slots (``task_slots``), as Spark's tuning guide advises
+    two or three tasks a core: a slow task does not hold the batch up; 0 when the
+    settings do not tell."""
+    return 2 * (task_slots(spark) or 0)
+
+
 def coalesced(df: DataFrame, tasks: int | None) -> DataFrame:
-    """``df`` in at most ``tasks`` partitions (default: the session's task slots,
-    ``task_slots``): a batch of many small or empty partitions (an aggregation's
-    ``spark.sql.shuffle.partitions``, 200 by default) is written by as many tasks as can
-    run at once, each reading several of them, rather than by a task each."""
-    n = task_slots(df.sparkSession) if tasks is None else tasks
+    """``df`` in at most ``tasks`` partitions (default: ``default_tasks``): a batch of
+    many small or empty partitions (an aggregation's ``spark.sql.shuffle.partitions``,
+    200 by default) is written by a few tasks, each reading several of them, rather than
+    by a task each."""
+    n = default_tasks(df.sparkSession) if tasks is None else tasks
     return df.coalesce(n) if n else df
 
 
@@ -190,7 +197,7 @@ class ForeachBatchSink:
         self._target = target
         self._mode = mode
         self._id_prefix = id_prefix
-        # the tasks a batch is written by: given, or the session's task slots (found at
+        # the tasks a batch is written by: given, or twice the session's task slots (found at
         # the first batch; 0: not known, the batch's partitions as they are)
         self._tasks = tasks
         self._checked: str | None = None
@@ -239,7 +246,7 @@ class ForeachBatchSink:
 
     def _task_count(self, df: DataFrame) -> int:
         if self._tasks is None:
-            self._tasks = task_slots(df.sparkSession) or 0
+            self._tasks = default_tasks(df.sparkSession)
         return self._tasks
 
     def _query_ids(self, df: DataFrame, batch_id: int) -> _Ids:
@@ -314,7 +321,7 @@ def foreach_batch_sink(
         mode: ``"executors"`` (default: the batch is published from Spark tasks) or
             ``"driver"`` (collect the batch, publish from the driver: small batches).
         tasks: at most this many tasks publish a batch, each reading several of its
-            partitions when it has more (default: the session's task slots, from
+            partitions when it has more (default: twice the session's task slots, from
             ``spark.default.parallelism``, a ``local[N]`` master, or
             ``spark.executor.instances`` times ``spark.executor.cores``; when none says,
             a task per partition). A row's id does not depend on it.
