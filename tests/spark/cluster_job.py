@@ -1,5 +1,5 @@
 """A Spark driver for the standalone-cluster test, run as its own process: the example
-pipeline, then a 200,000-row ``write_dataframe``, through a classic session on a cluster
+pipeline, then a 50,000-row ``write_dataframe``, through a classic session on a cluster
 (``--master spark://...``) or a Spark Connect server (``--connect sc://...``). Prints one
 line ``RESULT {json}``.
 
@@ -17,7 +17,7 @@ from types import ModuleType
 from jetstream.spark import write_dataframe
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_pipeline.py"
-ROWS = 200_000
+ROWS = 50_000
 
 
 def _example() -> ModuleType:
@@ -43,7 +43,7 @@ def main() -> None:
             "rpad(cast(id as string), 100, '.') as value"
         )
         report = write_dataframe(
-            df, args.nats, job_id="cluster-200k", subject="cluster.rows", stream="CLUSTER"
+            df, args.nats, job_id="cluster-rows", subject="cluster.rows", stream="CLUSTER"
         )
     finally:
         spark.stop()

@@ -1,5 +1,5 @@
 """A real standalone cluster on loopback (a master and a worker, each its own JVM, started
-by pyspark's ``spark-class``): the example pipeline and a 200,000-row ``write_dataframe``
+by pyspark's ``spark-class``): the example pipeline and a 50,000-row ``write_dataframe``
 run on it twice, from a classic driver (the pipeline writing through the ``jetstream``
 writer) and then through a Spark Connect server whose jobs run on the cluster (the
 pipeline writing through the foreachBatch sink). Executors start their own Python workers,
@@ -19,7 +19,7 @@ from tests.spark.helpers import make_stream, stream_state
 from tests.spark.servers import SparkConnectServer, StandaloneCluster, spark_env
 
 ROOT = Path(__file__).resolve().parents[2]
-ROWS = 200_000
+ROWS = 50_000
 
 
 def _job(nats_url: str, *args: str) -> dict[str, object]:
@@ -42,7 +42,8 @@ def _job(nats_url: str, *args: str) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_a_standalone_cluster_runs_the_pipeline_and_200k_rows_twice(
+@pytest.mark.timeout(600)  # four JVMs and two drivers: minutes on a loaded machine
+def test_a_standalone_cluster_runs_the_pipeline_and_50k_rows_twice(
     module_nats_server: NatsServer, tmp_path: Path
 ) -> None:
     url = module_nats_server.url
