@@ -272,6 +272,11 @@ def _python_error(exc: BaseException) -> list[str]:
     return lines
 
 
+def _refused(where: str, option: str) -> str:
+    """The ``match=`` of an unknown ``option`` refused by ``where`` (the format's name)."""
+    return "SparkConfigError: " + re.escape(f"unknown option of the {where}: '{option}'")
+
+
 def _only(exc: BaseException, cause: str) -> None:
     """``exc`` reports ``cause`` as the one error and as the traceback's last line."""
     text = str(exc)
@@ -291,10 +296,13 @@ def test_unknown_options_stop_each_format_at_its_start(
         r = spark.read.format("jetstream").option("servers", url).option("stream", "OPTS")
         return r.options(**options)
 
-    with pytest.raises(Exception) as info:
+    with pytest.raises(
+        Exception,
+        match=_refused("jetstream source", "max_row_per_batch"),
+    ) as info:
         read(max_row_per_batch="100").load().collect()
     _only(info.value, "unknown option of the jetstream source: 'max_row_per_batch' (did you")
-    with pytest.raises(Exception) as info:
+    with pytest.raises(Exception, match=_refused("jetstream source", "end_sq")) as info:
         read(end_sq="10").load().count()
     _only(info.value, "unknown option of the jetstream source: 'end_sq' (did you mean end_seq?)")
 
@@ -314,7 +322,10 @@ def test_unknown_options_stop_each_format_at_its_start(
         r = spark.readStream.format("jetstream")
         if given is not None:
             r = r.schema(given)
-        with pytest.raises(Exception) as info:
+        with pytest.raises(
+            Exception,
+            match=_refused("jetstream source", "maxoffsetspertrigger"),
+        ) as info:
             r = r.option("servers", url).option("stream", "OPTS").option("maxOffsetsPerTrigger", 5)
             df = r.load()
             ckpt = tmp_path / f"ckpt-{given is None}"
@@ -327,11 +338,11 @@ def test_unknown_options_stop_each_format_at_its_start(
         assert heading in _python_error(info.value)[0]
     df = spark.range(3).selectExpr("cast(id as string) as id", "cast(id as string) as value")
     w = df.write.format("jetstream").mode("append").option("servers", url)
-    with pytest.raises(Exception) as info:
+    with pytest.raises(Exception, match=_refused("jetstream writer", "key_column")) as info:
         w.option("subject", "opts.a").option("key_column", "id").save()
     _only(info.value, "unknown option of the jetstream writer: 'key_column' (did you mean key_col")
     stream = spark.readStream.format("rate").load().selectExpr("cast(value as string) as value")
-    with pytest.raises(Exception) as info:
+    with pytest.raises(Exception, match=_refused("jetstream writer", "topic")) as info:
         run(
             stream.writeStream.format("jetstream")
             .option("servers", url)
@@ -342,7 +353,10 @@ def test_unknown_options_stop_each_format_at_its_start(
         )
     _only(info.value, "unknown option of the jetstream writer: 'topic' (Kafka's topic; here: sub")
     kv = df.selectExpr("id as key", "value").write.format("jetstream-kv").mode("append")
-    with pytest.raises(Exception) as info:
+    with pytest.raises(
+        Exception,
+        match=_refused("jetstream-kv writer", "kafka.bootstrap.servers"),
+    ) as info:
         kv.option("servers", url).option("bucket", "b").option(
             "kafka.bootstrap.servers", "x"
         ).save()
@@ -363,7 +377,7 @@ def test_what_spark_prints_for_a_missing_stream(spark: Any, module_nats_server: 
     after the traceback Spark adds `` SQLSTATE: 38000`` (and, in Spark Connect, the JVM's
     stack trace)."""
     url = module_nats_server.url
-    with pytest.raises(Exception) as info:
+    with pytest.raises(Exception, match="stream 'NOPE' does not exist") as info:
         spark.read.format("jetstream").option("servers", url).option(
             "stream", "NOPE"
         ).load().collect()
