@@ -275,7 +275,7 @@ class _ClientBase:
         if self._state in (_State.CLOSED,):
             return
         if cause is not None and isinstance(cause, NatsError):
-            self._report_error(cause)
+            self.report_error(cause)
         self._emit(EventKind.DISCONNECTED, cause)
         self._fire(self._opts.disconnected_cb)
         if self._state is _State.DRAINING:
@@ -317,7 +317,7 @@ class _ClientBase:
                 await self._connect_to(server)
             except AuthorizationError as exc:
                 server.attempts += 1
-                self._report_error(exc)
+                self.report_error(exc)
                 if last_auth == str(exc):
                     await self._shutdown(exc)
                     return
@@ -364,7 +364,7 @@ class _ClientBase:
         elif not conn.handshake.done():
             conn.handshake.set_exception(exc)
             return
-        self._report_error(exc)
+        self.report_error(exc)
 
     def _arm_ping(self, after: float | None = None) -> None:
         """Schedule the next keepalive PING one interval after ``after`` (default: now).
@@ -491,8 +491,6 @@ class _ClientBase:
         else:
             self._fire(cb, exc)
 
-    _report_error = report_error  # the name ConnectionOwner (core/_connection.py) calls
-
     def _fire(self, cb: Callback | None, *args: Any) -> None:
         self._runner.fire(cb, *args)
 
@@ -515,7 +513,7 @@ class _ClientBase:
         self._closed = True
         self._fast_limit = -1
         if error is not None:
-            self._report_error(error)
+            self.report_error(error)
         self._cancel_ping()
         task = self._reconnect_task
         self._reconnect_task = None

@@ -68,7 +68,7 @@ class ConnectionOwner(Protocol):
     _in_msgs: int
     _in_bytes: int
 
-    def _report_error(self, exc: BaseException) -> None: ...
+    def report_error(self, exc: BaseException) -> None: ...
 
     def _on_async_info(self, conn: _Connection, info: Info) -> None: ...
 
@@ -202,7 +202,7 @@ class _Connection(asyncio.Protocol):
                     try:
                         taken = many(ops, size)
                     except Exception as exc:  # as below: the reader must go on
-                        self.client._report_error(exc)
+                        self.client.report_error(exc)
                         taken = True
                     if taken:
                         client = self.client
@@ -220,7 +220,7 @@ class _Connection(asyncio.Protocol):
                     try:
                         sub._deliver(op)
                     except Exception as exc:  # a bug in a handler must not stop the reader
-                        self.client._report_error(exc)
+                        self.client.report_error(exc)
             else:
                 self._control(op)
         if n:
@@ -270,7 +270,7 @@ class _Connection(asyncio.Protocol):
                 for op in run.ops(self.msg_type):
                     sub._deliver(op)
         except Exception as exc:  # as in _dispatch: the reader must go on
-            client._report_error(exc)
+            client.report_error(exc)
 
     def connection_lost(self, exc: Exception | None) -> None:
         cause: BaseException | None = self.failure or exc
