@@ -260,7 +260,14 @@ class JetStreamApiError(JetStreamError):
 
 
 class JetStreamNotEnabledError(JetStreamApiError, err_codes=(10076, 10039)):
-    """JetStream is not enabled on the server or for the account."""
+    """JetStream is not enabled on the server or for the account.
+
+    Also raised when no server answered a JetStream API request at all (the request's
+    503 "no responders"), as nats.go's ``jetstream`` package returns
+    ``ErrJetStreamNotEnabled`` there: 10076 is the code the server itself gives for a
+    JetStream that is off. Direct gets retry on it until their deadline, since a stream's
+    replicas can be briefly without a responder while a leader is elected.
+    """
 
 
 class StreamNotFoundError(JetStreamApiError, err_codes=(10059,)):

@@ -104,6 +104,8 @@ class JetStreamContext(Publishing, DeadLetters):
         try:
             return await self._nc.request(subject, body, timeout=t, headers=headers)
         except NoRespondersError:
+            # Nothing listens on the API subject: JetStream is off for this account or
+            # domain (or, for a direct get, no replica is serving yet).
             raise JetStreamNotEnabledError(
                 503, 10076, f"no JetStream responded on {subject}", request=subject
             ) from None
