@@ -44,6 +44,7 @@ WRITE_OPTIONS = (
     "retries",
     "write_timeout",
     "min_duplicate_window",
+    "commit_subject",
     "job_id",
     "report_subject",
     "traceparent",

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..bulk import abandon_publishes, msg_id_headers, publish_rows
-from ..errors import BadHeaderError, NatsError, StreamNotFoundError
+from ..errors import BadHeaderError, BadSubjectError, NatsError, StreamNotFoundError
 from ..protocol.headers import NATS_MSG_ID, Headers, encode_headers, parse_headers
-from ..protocol.subjects import subject_matches
+from ..protocol.subjects import subject_matches, validate_subject
+from ._commits import Committer, marker_prefix
 from ._common import WRITE_TIMEOUT, ConnectSpec, SparkConfigError, SparkWriteError, patiently
 from ._pool import lease
 
@@ -71,6 +72,10 @@ class Target:
     #: how long a task waits through a server that does not answer (paused, restarting,
     #: electing a leader, out of reach) for its rows to be confirmed, before it fails
     write_timeout: float = WRITE_TIMEOUT
+    #: rows committed in atomic batches with markers under this subject (``_commits``),
+    #: exactly once whatever time has passed; None: deduplicated by ``Nats-Msg-Id``
+    #: within the stream's duplicate window
+    commit_subject: str | None = None
 
 
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
@@ -116,6 +121,7 @@ def new_target(
     traceparent: str | None = None,
     tracestate: str | None = None,
     write_timeout: float = WRITE_TIMEOUT,
+    commit_subject: str | None = None,
 ) -> Target:
     """A ``Target`` of options checked on their own (before anything is connected to)."""
     if (subject is None) == (subject_col is None):
@@ -130,6 +136,8 @@ def new_target(
         raise SparkConfigError(f"retries must be at least 0, not {retries}")
     if write_timeout <= 0:
         raise SparkConfigError(f"write_timeout must be above 0, not {write_timeout:g}")
+    if commit_subject is not None:
+        _check_commit_subject(commit_subject, key_col)
     return Target(
         conn,
         subject,
@@ -143,7 +151,21 @@ def new_target(
         min_duplicate_window,
         trace_headers(traceparent, tracestate),
         write_timeout,
+        commit_subject,
     )
+
+
+def _check_commit_subject(subject: str, key_col: str | None) -> None:
+    try:
+        validate_subject(subject)
+    except BadSubjectError as exc:
+        raise SparkConfigError(f"commit_subject={subject!r} is not a subject: {exc}") from None
+    if key_col is not None:
+        raise SparkConfigError(
+            f"key_col={key_col!r} with commit_subject={subject!r}: commit markers name a "
+            f"batch's rows by their position; a key column is for the deduplication by "
+            f"message id (without commit_subject)"
+        )
 
 
 @dataclass(frozen=True)
@@ -198,6 +220,12 @@ class _PartitionWriter:
         self.t = target
         self.prefix = id_prefix
         self.row_col = row_col
+        #: with ``commit_subject``: the rows go out in atomic batches with markers
+        self.committer = (
+            Committer(js, target.stream, target.write_timeout)
+            if target.commit_subject is not None
+            else None
+        )
         #: the DataFrame's partitions whose rows were written (with ``row_col``)
         self.parts: set[int] = set()
         self.js = js
@@ -259,7 +287,10 @@ class _PartitionWriter:
             return
         names = batch.schema.names
         row_ids: list[str] | None = None
-        if self.row_col is not None and t.key_col is None:
+        committer = self.committer
+        if committer is not None:
+            positions = self._positions(batch, names)
+        elif self.row_col is not None and t.key_col is None:
             row_ids = self._row_ids(batch.column(names.index(self.row_col)))
         if self.row_col is not None and self.row_col in names:
             names = [c for c in names if c != self.row_col]
@@ -277,7 +308,9 @@ class _PartitionWriter:
         traced = dict(t.trace_headers)
         check = t.subject_col is not None and bool(self._patterns)
         stored = self._stored
-        rows: list[tuple[str, bytes, bytes, str]] = []
+        # (subject, data, header block, msg id); with a committer (subject, data, headers
+        # or None, ""): the chunk's batch sets the headers of its own
+        rows: list[tuple[str, bytes, Any, str]] = []
         append = rows.append
         start = self.index
         for i in range(n):
@@ -297,6 +330,12 @@ class _PartitionWriter:
                     f"{type(data).__name__}; it must be binary or string (value_col=None "
                     f"publishes each row as JSON)"
                 )
+            if committer is not None:
+                own = {h: str(col[i]) for h, col in hcols if col[i] is not None} or None
+                if traced:
+                    own = {**traced, **own} if own else traced
+                append((subject, data, own, ""))
+                continue
             if keys is not None:
                 key = keys[i]
                 if key is None:
@@ -319,11 +358,39 @@ class _PartitionWriter:
                     _check_id(msg_id)
                 hdr = _ID_HDR % msg_id.encode()
             append((subject, data, hdr, msg_id))
+        if committer is not None:
+            prefixes, indexes = positions
+            await committer.add(
+                marker_prefix(t.commit_subject or "", self.prefix),
+                [(s, d, h) for s, d, h, _ in rows],
+                indexes if indexes is not None else range(start, start + n),
+                prefixes,
+            )
+            self.index = start + n
+            return
         # the window itself, many rows a call: a row needs no future of its own; room in
         # it is waited for through faults (the acks of rows sent into a server that does
         # not answer time out, and those rows are sent again by ``finish``)
         await publish_rows(self.js, rows, self, timeout=self.t.write_timeout)
         self.index = start + n
+
+    def _positions(
+        self, batch: pa.RecordBatch, names: Sequence[str]
+    ) -> tuple[list[str] | None, list[int] | None]:
+        """Where each row's chunk marker goes: with ``row_col``, the marker prefix of its
+        partition and its index there (from the column); else (None, None): the rows
+        follow the partition's earlier ones under the writer's own prefix."""
+        if self.row_col is None or self.row_col not in names:
+            return None, None
+        import pyarrow.compute as pc
+
+        rows = batch.column(list(names).index(self.row_col))
+        part = pc.shift_right(rows, _ROW_BITS).to_pylist()
+        index = pc.bit_wise_and(rows, (1 << _ROW_BITS) - 1).to_pylist()
+        self.parts.update(part)
+        base = marker_prefix(self.t.commit_subject or "", self.prefix)
+        by_part = {p: f"{base}.{p}" for p in set(part)}
+        return [by_part[p] for p in part], index
 
     def _row_ids(self, rows: pa.Array) -> list[str]:
         """``<prefix>:<partition>:<row index>`` of each row, from its ``ROW_COL`` value."""
@@ -340,6 +407,15 @@ class _PartitionWriter:
         return out
 
     async def finish(self) -> None:
+        committer = self.committer
+        if committer is not None:
+            try:
+                await committer.finish()
+            finally:
+                self.rows, self.duplicates = committer.rows, committer.duplicates
+                self.first_seq, self.last_seq = committer.first_seq, committer.last_seq
+                self.retried = committer.retried
+            return
         if self.js.publish_async_pending:
             try:
                 # every publish resolves within its timeout (the window's sweep)
@@ -417,10 +493,15 @@ async def write_batches(
         if target.subject_col is not None and target.stream is not None:
             patterns = await _stream_subjects(js, target)
         writer = _PartitionWriter(target, id_prefix, js, patterns, row_col)
-        await writer.write(first)
-        for batch in rows:
-            await writer.write(batch)
-        await writer.finish()
+        try:
+            await writer.write(first)
+            for batch in rows:
+                await writer.write(batch)
+            await writer.finish()
+        except BaseException:
+            if writer.committer is not None:
+                await writer.committer.cancel()
+            raise
     return PartitionResult(
         partition,
         writer.rows,
@@ -438,6 +519,26 @@ async def _stream_subjects(js: Any, target: Target) -> Sequence[str]:
         raise SparkConfigError(f"stream={target.stream!r}: no such stream") from None
     subjects = info.config.subjects
     return subjects if isinstance(subjects, list) else ()
+
+
+async def _check_commits(js: Any, name: str, atomic: Any, commit_subject: str) -> None:
+    """The stream takes atomic batches and stores the commit markers."""
+    if atomic is not True:
+        raise SparkConfigError(
+            f"commit_subject={commit_subject!r}: stream {name!r} does not take atomic "
+            f"batches; set allow_atomic=True on it (nats-server 2.12 or later)"
+        )
+    probe = f"{commit_subject}.q.0.0.0"
+    try:
+        owner: str | None = await js.find_stream(probe)
+    except NatsError:
+        owner = None
+    if owner != name:
+        raise SparkConfigError(
+            f"commit_subject={commit_subject!r}: stream {name!r} does not store "
+            f"{commit_subject}.> (the commit markers must land in the stream of the rows)"
+            + (f"; {owner!r} does" if owner else "")
+        )
 
 
 def check_columns(target: Target, schema: StructType) -> None:
@@ -502,7 +603,9 @@ async def check_stream(target: Target) -> str:
                 f"before starting the query"
             ) from exc
         window = info.config.duplicate_window
-        if not isinstance(window, float) or window < target.min_duplicate_window:
+        if target.commit_subject is not None:
+            await _check_commits(js, name, info.config.allow_atomic, target.commit_subject)
+        elif not isinstance(window, float) or window < target.min_duplicate_window:
             have = f"{window:g}s" if isinstance(window, float) and window > 0 else "none"
             raise SparkConfigError(
                 f"stream={name!r} has too short a duplicate_window ({have}): a batch re-run "

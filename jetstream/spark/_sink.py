@@ -293,6 +293,7 @@ def foreach_batch_sink(
     min_duplicate_window: float = 60.0,
     traceparent: str | None = None,
     tracestate: str | None = None,
+    commit_subject: str | None = None,
     **connect_options: Any,
 ) -> ForeachBatchSink:
     """A function for ``df.writeStream.foreachBatch(...)`` that writes every row to a
@@ -331,7 +332,14 @@ def foreach_batch_sink(
             (paused, restarting, electing a leader, out of reach) for its rows to be
             confirmed, before it fails (seconds).
         min_duplicate_window: refuse a stream whose duplicate window is shorter (seconds):
-            a batch re-run after the window has passed would be stored twice.
+            a batch re-run after the window has passed would be stored twice. Not
+            checked with ``commit_subject``.
+        commit_subject: commit each partition's rows in atomic batches of 999, each
+            closed by a marker on ``<commit_subject>.<query id>.<batch>.<partition>.
+            <chunk>`` that the stream stores only once: a batch written again at any
+            distance in time stores nothing twice, with no duplicate window. The stream
+            needs ``allow_atomic`` and must store ``<commit_subject>.>``; not with
+            ``key_col``.
         traceparent: a W3C ``traceparent`` put on every row (with ``tracestate``), so
             that a consumer downstream continues that trace; ``"current"``: the context
             current where the sink is made (the driver's; needs the ``otel`` extra).
@@ -360,6 +368,7 @@ def foreach_batch_sink(
         retries=retries,
         min_duplicate_window=min_duplicate_window,
         write_timeout=write_timeout,
+        commit_subject=commit_subject,
         **connect_options,
     )
     if traceparent == "current":
@@ -391,6 +400,7 @@ def make_target(
     retries: int | None,
     min_duplicate_window: float,
     write_timeout: float = WRITE_TIMEOUT,
+    commit_subject: str | None = None,
     **connect_options: Any,
 ) -> Target:
     """The checked ``Target`` of the sink's options."""
@@ -408,6 +418,7 @@ def make_target(
         retries=retries,
         min_duplicate_window=min_duplicate_window,
         write_timeout=write_timeout,
+        commit_subject=commit_subject,
     )
 
 

@@ -29,6 +29,9 @@ Options (strings; Spark lowercases their names):
                          (paused, restarting, electing a leader) for its rows to be
                          confirmed, before it fails (default 5m)
     min_duplicate_window refuse a stream deduplicating over fewer seconds (default 60)
+    commit_subject       commit each partition's rows in atomic batches with a marker
+                         under this subject: exactly once whatever time has passed
+                         (see ``_commits``; the stream needs allow_atomic)
     job_id               the name of a batch write (df.write) without key_col
     report_subject       where commit and abort publish their record (a stream must
                          store it)
@@ -119,6 +122,7 @@ class WriteOptions:
             traceparent=o.get("traceparent") or None,
             tracestate=o.get("tracestate") or None,
             write_timeout=duration_option(o, "write_timeout", WRITE_TIMEOUT),
+            commit_subject=o.get("commit_subject") or None,
         )
         job_id = o.get("job_id") or None
         if job_id is not None and (any(c in job_id for c in " \t\r\n") or not job_id.isprintable()):
