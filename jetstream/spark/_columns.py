@@ -17,6 +17,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import NatsError
+from ..message import ack_stream_index
 from ..protocol.headers import parse_headers
 from ..protocol.ops import Msg, MsgRun
 from ._frames import FrameRun, Ints, digits, frame_run, repeated, windows
@@ -67,8 +69,18 @@ class Layout:
 
     @classmethod
     def of(cls, reply: str) -> Layout:
+        """The layout of ``reply``, placed by ``ack_stream_index`` as every reader of ack
+        subjects places it: the stream sequence, the time and the pending count are the
+        third, fifth and sixth tokens after the stream's name.
+
+        Raises:
+            NatsError: ``reply`` is no ack subject (10 tokens fit neither layout).
+        """
         n = reply.count(".") + 1
-        return cls(n, *((5, 7, 8) if n == 9 else (7, 9, 10)))
+        at = ack_stream_index(n)
+        if at < 0 or not reply.startswith("$JS.ACK."):
+            raise NatsError(f"not a JetStream message: reply subject {reply!r}")
+        return cls(n, at + 3, at + 5, at + 6)
 
     @property
     def pending_last(self) -> bool:
@@ -122,7 +134,7 @@ def column_run(data: bytes, pos: int, max_line: int, max_payload: int) -> tuple[
     end, run = frame_run(data, pos, max_line, max_payload)
     if isinstance(run, FrameRun):
         reply = run.reply(0)
-        if reply.startswith("$JS.ACK."):
+        if reply.startswith("$JS.ACK.") and ack_stream_index(reply.count(".") + 1) > 0:
             layout = Layout.of(reply)
             numbers = _frame_numbers(run, layout)
             if numbers is not None:

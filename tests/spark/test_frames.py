@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jetstream.errors import ProtocolError
+from jetstream.errors import NatsError, ProtocolError
+from jetstream.message import parse_ack_subject
 from jetstream.protocol.ops import PING, Msg, MsgRun, Op, OpsRun
 from jetstream.protocol.parser import Parser
 from jetstream.spark._columns import ColumnRun, Layout, column_run, run_columns
@@ -260,3 +261,21 @@ def test_the_columns_of_a_run_are_those_of_its_ops(
         assert isinstance(part, ColumnRun) and part.ops(Msg) == ops[rows]
         got = [c.to_pylist() for c in run_columns(part, shape)]
         assert got == [c.to_pylist()[rows] for c in slow]
+
+
+def test_the_layout_is_placed_as_every_reader_of_ack_subjects_places_it() -> None:
+    for shape, reply in LAYOUTS.items():
+        got = reply.format(seq=41, cseq=2, ts=1_700_000_000_000_000_000, pending=3)
+        layout = Layout.of(got)
+        meta = parse_ack_subject(got)
+        tokens = got.split(".")
+        assert int(tokens[layout.seq_at]) == meta.sequence.stream == 41, shape
+        assert int(tokens[layout.pending_at]) == meta.num_pending == 3, shape
+    # ten tokens fit neither layout: refused here as parse_ack_subject refuses it
+    ten = "$JS.ACK.hub.S.C.1.41.2.1700000000000000000.3"
+    with pytest.raises(NatsError, match="not a JetStream message"):
+        parse_ack_subject(ten)
+    with pytest.raises(NatsError, match="not a JetStream message"):
+        Layout.of(ten)
+    with pytest.raises(NatsError, match="not a JetStream message"):
+        Layout.of("_INBOX.a.b.c.d.e.f.g.h")
