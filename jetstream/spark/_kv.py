@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from .._retry import Backoff
 from ..errors import BadBucketError, BadNameError, BucketNotFoundError, NatsError
 from ..kv import validate_bucket, validate_key
 from ._common import (
@@ -275,7 +276,10 @@ class _Puts:
         """Write a key whose write was not confirmed again, one attempt at a time, each
         awaited (the same value: if the first was stored after all, the key only gets
         one more revision); None once confirmed, else the last error."""
-        for _ in range(self.t.retries):
+        backoff = Backoff(None)
+        for attempt in range(self.t.retries):
+            if attempt:
+                await backoff.pause()  # a moment for what failed it (an election) to pass
             self.retried += 1
             try:
                 if value is None:
