@@ -25,6 +25,7 @@ from ._frames import FrameRun, Ints, digits, frame_run, repeated, windows
 
 __all__ = [
     "ARROW_SCHEMA",
+    "ARROW_SCHEMA_ARRAYS",
     "ColumnRun",
     "Columns",
     "Layout",
@@ -45,6 +46,13 @@ ARROW_SCHEMA = pa.schema(
     ]
 )
 HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
+#: the headers as they are (option headers_format=array): every value of a header kept,
+#: in order, as the official NATS connector gives them
+HEADER_ARRAYS_TYPE = pa.map_(pa.string(), pa.list_(pa.string()))
+#: the source's rows with ``HEADER_ARRAYS_TYPE`` headers
+ARROW_SCHEMA_ARRAYS = ARROW_SCHEMA.set(
+    ARROW_SCHEMA.get_field_index("headers"), pa.field("headers", HEADER_ARRAYS_TYPE)
+)
 # digits of a timestamp in nanoseconds (from 2001-09-09 to 2286-11-20)
 _TS_DIGITS = 19
 _DOT = ord(".")
@@ -147,15 +155,23 @@ def _frame_columns(run: FrameRun, numbers: tuple[pa.Array, pa.Array]) -> Columns
     return Columns(run.subjects(), run.payloads(), pa.nulls(len(run), HEADERS_TYPE), *numbers)
 
 
-def run_columns(run: MsgRun, layout: Layout) -> Columns:
-    """The columns of ``run`` (its ack subjects of ``layout``)."""
+def run_columns(run: MsgRun, layout: Layout, arrays: bool = False) -> Columns:
+    """The columns of ``run`` (its ack subjects of ``layout``); ``arrays``: the headers
+    as ``HEADER_ARRAYS_TYPE`` (every value of a header), else joined by ", "."""
     if isinstance(run, ColumnRun) and run.layout == layout:
-        return run.columns
-    if isinstance(run, FrameRun):
+        cols = run.columns
+    elif isinstance(run, FrameRun):
         numbers = _frame_numbers(run, layout) or _split_numbers(
             [run.reply(i) for i in range(len(run))], layout
         )
-        return _frame_columns(run, numbers)
+        cols = _frame_columns(run, numbers)
+    else:
+        return _ops_columns(run, layout, arrays)
+    # a run found in the bytes has no headers
+    return cols._replace(headers=pa.nulls(len(cols.seqs), HEADER_ARRAYS_TYPE)) if arrays else cols
+
+
+def _ops_columns(run: MsgRun, layout: Layout, arrays: bool) -> Columns:
     ops: list[Msg] = run.ops(Msg)
     replies = list(map(_reply_of, ops))
     if len(ops) < _FEW:
@@ -170,10 +186,11 @@ def run_columns(run: MsgRun, layout: Layout) -> Columns:
             replies, layout
         )
     raws = list(map(_hdr_of, ops))
+    kind = HEADER_ARRAYS_TYPE if arrays else HEADERS_TYPE
     if any(raws):
-        headers = pa.array(list(map(_header_items, raws)), HEADERS_TYPE)
+        headers = pa.array(list(map(_header_lists if arrays else _header_items, raws)), kind)
     else:
-        headers = pa.nulls(len(ops), HEADERS_TYPE)
+        headers = pa.nulls(len(ops), kind)
     return Columns(
         strings(list(map(_subject_of, ops))),
         pa.array(list(map(_payload_of, ops)), pa.binary()),
@@ -324,3 +341,11 @@ def _header_items(raw: bytes | None) -> list[tuple[str, str]] | None:
         return None
     h = parse_headers(raw)[2]
     return [(k, ", ".join(h.get_all(k))) for k in h]
+
+
+def _header_lists(raw: bytes | None) -> list[tuple[str, list[str]]] | None:
+    """A message's headers as map entries, each with every value of its header."""
+    if not raw:
+        return None
+    h = parse_headers(raw)[2]
+    return [(k, h.get_all(k)) for k in h]

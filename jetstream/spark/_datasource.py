@@ -26,7 +26,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 
 from ._kvwriter import JetStreamKVDataSource
 from ._readopts import ReadOptions
-from ._source import SCHEMA, BatchReader, StreamReader
+from ._source import SCHEMA, SCHEMA_ARRAYS, BatchReader, StreamReader
 from ._writer import BatchWriter, StreamWriter, WriteOptions
 
 if TYPE_CHECKING:
@@ -47,8 +47,7 @@ class JetStreamDataSource(DataSource):
     def schema(self) -> str:
         # asked only by reads (at .load() in a classic session): their options are
         # checked here first
-        ReadOptions.parse(self.options)
-        return SCHEMA
+        return SCHEMA_ARRAYS if ReadOptions.parse(self.options).header_arrays else SCHEMA
 
     def reader(self, schema: Any) -> DataSourceReader:
         return BatchReader(ReadOptions.parse(self.options))

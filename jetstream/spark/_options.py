@@ -28,6 +28,7 @@ READ_OPTIONS = (
     "fail_on_data_loss",
     "partitions",
     "read_timeout",
+    "headers_format",
     *CONNECT_OPTIONS,
 )
 
@@ -40,6 +41,7 @@ WRITE_OPTIONS = (
     "value_col",
     "key_col",
     "headers_cols",
+    "headers_col",
     "max_pending",
     "retries",
     "write_timeout",

@@ -77,6 +77,10 @@ class Target:
     #: exactly once whatever time has passed; None: deduplicated by ``Nats-Msg-Id``
     #: within the stream's duplicate window
     commit_subject: str | None = None
+    #: a map column whose entries are sent as headers: ``map<string,string>`` or
+    #: ``map<string,array<string>>`` (a header with each of its values, as the source's
+    #: ``headers_format=array`` gives them)
+    headers_col: str | None = None
 
 
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
@@ -123,6 +127,7 @@ def new_target(
     tracestate: str | None = None,
     write_timeout: float = WRITE_TIMEOUT,
     commit_subject: str | None = None,
+    headers_col: str | None = None,
 ) -> Target:
     """A ``Target`` of options checked on their own (before anything is connected to)."""
     if (subject is None) == (subject_col is None):
@@ -153,6 +158,7 @@ def new_target(
         trace_headers(traceparent, tracestate),
         write_timeout,
         commit_subject,
+        headers_col,
     )
 
 
@@ -191,6 +197,30 @@ class PartitionResult:
 #: write the batch
 ROW_COL = "__jetstream_row"
 _ROW_BITS = 33
+
+
+def _row_headers(
+    traced: dict[str, str],
+    hcols: Sequence[tuple[str, list[Any]]],
+    hmaps: list[Any] | None,
+    i: int,
+) -> dict[str, Any] | None:
+    """Row ``i``'s headers: the trace context, the entries of its ``headers_col`` map (a
+    value or a list of values each), then its ``headers_cols`` (the later win)."""
+    out: dict[str, Any] = dict(traced)
+    if hmaps is not None and hmaps[i]:
+        for key, value in hmaps[i]:
+            if value is None:
+                continue
+            if isinstance(value, list):
+                value = [v for v in value if v is not None]
+                if not value:
+                    continue
+            out[key] = value
+    for h, col in hcols:
+        if col[i] is not None:
+            out[h] = str(col[i])
+    return out or None
 
 
 def _check_id(msg_id: str) -> None:
@@ -306,6 +336,11 @@ class _PartitionWriter:
             values = [_json.encode(r) for r in batch.to_pylist()]
         keys = batch.column(names.index(t.key_col)).to_pylist() if t.key_col is not None else None
         hcols = [(h, batch.column(names.index(h)).to_pylist()) for h in t.headers_cols]
+        hmaps = (
+            batch.column(names.index(t.headers_col)).to_pylist()
+            if t.headers_col is not None
+            else None
+        )
         traced = dict(t.trace_headers)
         check = t.subject_col is not None and bool(self._patterns)
         stored = self._stored
@@ -332,10 +367,7 @@ class _PartitionWriter:
                     f"publishes each row as JSON)"
                 )
             if committer is not None:
-                own = {h: str(col[i]) for h, col in hcols if col[i] is not None} or None
-                if traced:
-                    own = {**traced, **own} if own else traced
-                append((subject, data, own, ""))
+                append((subject, data, _row_headers(traced, hcols, hmaps, i), ""))
                 continue
             if keys is not None:
                 key = keys[i]
@@ -349,11 +381,12 @@ class _PartitionWriter:
                 msg_id = row_ids[i]
             else:
                 msg_id = f"{self.prefix}:{start + i}"
-            if hcols or traced:
-                headers = {h: str(col[i]) for h, col in hcols if col[i] is not None} or None
-                if traced:
-                    headers = {**traced, **headers} if headers else traced
-                hdr = encode_headers(msg_id_headers(headers, msg_id))
+            if hcols or traced or hmaps is not None:
+                headers = _row_headers(traced, hcols, hmaps, i)
+                try:
+                    hdr = encode_headers(msg_id_headers(headers, msg_id))
+                except BadHeaderError as exc:
+                    raise SparkWriteError(f"row {start + i}: {exc}") from None
             else:
                 if not msg_id or not msg_id.isprintable():
                     _check_id(msg_id)
@@ -550,6 +583,7 @@ def check_columns(target: Target, schema: StructType) -> None:
         ("subject_col", target.subject_col),
         ("value_col", target.value_col),
         ("key_col", target.key_col),
+        ("headers_col", target.headers_col),
         *(("headers_cols", h) for h in target.headers_cols),
     ]
     for what, col in wanted:
@@ -560,6 +594,30 @@ def check_columns(target: Target, schema: StructType) -> None:
                 f"{list(columns)}{hint}"
             )
     check_value_type(target, schema)
+    if target.headers_col is not None:
+        check_headers_type(target.headers_col, schema)
+
+
+def check_headers_type(col: str, schema: StructType) -> None:
+    """``col`` is a map of string to string or to array of string."""
+    from pyspark.sql.types import ArrayType, MapType, StringType
+
+    kind = schema[col].dataType
+    if not (
+        isinstance(kind, MapType)
+        and isinstance(kind.keyType, StringType)
+        and (
+            isinstance(kind.valueType, StringType)
+            or (
+                isinstance(kind.valueType, ArrayType)
+                and isinstance(kind.valueType.elementType, StringType)
+            )
+        )
+    ):
+        raise SparkConfigError(
+            f"headers_col={col!r} is a {kind.simpleString()} column; it must be "
+            f"map<string,string> or map<string,array<string>> (the source's headers)"
+        )
 
 
 def is_payload_type(kind: str) -> bool:

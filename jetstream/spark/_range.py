@@ -35,7 +35,14 @@ from ..api import DeliverPolicy
 from ..bulk import ordered_runs, take_runs
 from ..errors import JetStreamError, MessageNotFoundError, NatsError, StreamNotFoundError
 from ..errors import TimeoutError as NatsTimeoutError
-from ._columns import ARROW_SCHEMA, Layout, column_run, run_columns, token
+from ._columns import (
+    ARROW_SCHEMA,
+    ARROW_SCHEMA_ARRAYS,
+    Layout,
+    column_run,
+    run_columns,
+    token,
+)
 from ._common import SparkReadTimeoutError, patiently
 from ._losses import Loss, report_losses
 from ._plan import lost_range, removed, span
@@ -324,7 +331,8 @@ class RangeReader:
 
     def _batch(self, runs: list[MsgRun]) -> pa.RecordBatch:
         layout = self._learn(runs[0].reply(0))
-        parts = [run_columns(run, layout) for run in runs]
+        arrays = self.opts.header_arrays
+        parts = [run_columns(run, layout, arrays) for run in runs]
         if len(parts) == 1:
             subjects, datas, headers, seqs, nanos = parts[0]
         else:
@@ -351,7 +359,8 @@ class RangeReader:
         self.rows += n
         stamps = pc.divide(nanos, 1000).cast(pa.timestamp("us", tz="UTC"))
         return pa.RecordBatch.from_arrays(
-            [subjects, datas, headers, seqs, stamps], schema=ARROW_SCHEMA
+            [subjects, datas, headers, seqs, stamps],
+            schema=ARROW_SCHEMA_ARRAYS if arrays else ARROW_SCHEMA,
         )
 
     # -- closing -------------------------------------------------------------------------

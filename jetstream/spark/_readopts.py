@@ -42,6 +42,10 @@ class ReadOptions:
     partitions: int
     #: seconds a read or a planning waits through a server that does not answer
     read_timeout: float = READ_TIMEOUT
+    #: the ``headers`` column as ``map<string, array<string>>`` (every value of a header,
+    #: option ``headers_format=array``), not ``map<string, string>`` with several values
+    #: joined by ", " (``joined``, the default)
+    header_arrays: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -74,7 +78,20 @@ class ReadOptions:
             Limits.parse(o),
             number_option(o, "partitions", 1) or 1,
             duration_option(o, "read_timeout", READ_TIMEOUT),
+            _headers_format(o.get("headers_format", "joined")),
         )
+
+
+def _headers_format(value: str) -> bool:
+    """True for ``array``, False for ``joined``; anything else is refused."""
+    form = value.strip().lower()
+    if form not in ("joined", "array"):
+        raise SparkConfigError(
+            f"option headers_format={value!r}: give 'joined' (map<string,string>, several "
+            f"values of a header joined by ', ') or 'array' (map<string,array<string>>, "
+            f"every value kept)"
+        )
+    return form == "array"
 
 
 def missing_stream(opts: ReadOptions) -> SparkConfigError:

@@ -294,6 +294,7 @@ def foreach_batch_sink(
     traceparent: str | None = None,
     tracestate: str | None = None,
     commit_subject: str | None = None,
+    headers_col: str | None = None,
     **connect_options: Any,
 ) -> ForeachBatchSink:
     """A function for ``df.writeStream.foreachBatch(...)`` that writes every row to a
@@ -310,6 +311,10 @@ def foreach_batch_sink(
         value_col: the payload column (binary or string). ``None``: each row serialised
             to JSON.
         headers_cols: columns sent as message headers (header name = column name).
+        headers_col: a ``map<string,string>`` or ``map<string,array<string>>`` column
+            whose entries are sent as headers, every value of an array as a value of its
+            header (the source's ``headers`` column with ``headers_format=array`` comes
+            back as it was); ``headers_cols`` win over it.
         key_col: a column unique per row, used as its ``Nats-Msg-Id``. Prefer it: ids
             from positions are only safe when Spark recomputes a batch in the same order.
         stream: the stream that must store the rows (checked at query start; found from
@@ -369,6 +374,7 @@ def foreach_batch_sink(
         min_duplicate_window=min_duplicate_window,
         write_timeout=write_timeout,
         commit_subject=commit_subject,
+        headers_col=headers_col,
         **connect_options,
     )
     if traceparent == "current":
@@ -401,6 +407,7 @@ def make_target(
     min_duplicate_window: float,
     write_timeout: float = WRITE_TIMEOUT,
     commit_subject: str | None = None,
+    headers_col: str | None = None,
     **connect_options: Any,
 ) -> Target:
     """The checked ``Target`` of the sink's options."""
@@ -419,6 +426,7 @@ def make_target(
         min_duplicate_window=min_duplicate_window,
         write_timeout=write_timeout,
         commit_subject=commit_subject,
+        headers_col=headers_col,
     )
 
 

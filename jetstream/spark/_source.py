@@ -36,12 +36,16 @@ Options (Spark lowercases option names, so they are written in snake_case):
     read_timeout         how long a task's read and the driver's planning wait through a
                          server that does not answer (paused, restarting, electing a
                          leader, out of reach) before they fail (default 5m; see ``_range``)
+    headers_format       joined (default): headers map<string,string>, several values of
+                         a header joined by ", "; array: map<string,array<string>>, every
+                         value kept (what the writer's headers_col takes back as it is)
     user, password, token, creds, name, connect_timeout, tls_ca, tls_cert, tls_key,
     api_prefix, domain, timeout
 
 Rows: ``subject`` (string), ``data`` (binary), ``headers`` (map of string to string; a
-header given several times keeps its values joined by ", "), ``sequence`` (long, the stream
-sequence), ``timestamp`` (when the message was stored).
+header given several times keeps its values joined by ", "; with ``headers_format=array``
+map of string to array of string, every value kept as it came), ``sequence`` (long, the
+stream sequence), ``timestamp`` (when the message was stored).
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ARROW_SCHEMA",
     "SCHEMA",
+    "SCHEMA_ARRAYS",
     "BatchReader",
     "SeqRange",
     "StreamReader",
@@ -90,6 +95,11 @@ T = TypeVar("T")
 
 SCHEMA = (
     "subject string, data binary, headers map<string,string>, sequence long, timestamp timestamp"
+)
+#: the rows with ``headers_format=array``: every value of a header kept
+SCHEMA_ARRAYS = (
+    "subject string, data binary, headers map<string,array<string>>, sequence long, "
+    "timestamp timestamp"
 )
 # the consumer of a planning read is deleted when it is done; this is for one cut off
 _INACTIVE = 30.0

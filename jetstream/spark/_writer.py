@@ -22,6 +22,8 @@ Options (strings; Spark lowercases their names):
                          value: each row as JSON)
     key_col              a column unique per row: its message id
     headers_cols         columns sent as headers, comma-separated
+    headers_col          a map<string,string> or map<string,array<string>> column whose
+                         entries are sent as headers (every value of an array kept)
     max_pending          publishes outstanding at once per task (default 4000)
     retries              at most this many more attempts for a row whose publish failed
                          (default: as many as write_timeout allows)
@@ -123,6 +125,7 @@ class WriteOptions:
             tracestate=o.get("tracestate") or None,
             write_timeout=duration_option(o, "write_timeout", WRITE_TIMEOUT),
             commit_subject=o.get("commit_subject") or None,
+            headers_col=o.get("headers_col") or None,
         )
         job_id = o.get("job_id") or None
         if job_id is not None and (any(c in job_id for c in " \t\r\n") or not job_id.isprintable()):
