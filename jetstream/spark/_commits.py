@@ -107,6 +107,8 @@ class Committer:
         self._room = asyncio.Semaphore(IN_FLIGHT)
         self._tasks: set[asyncio.Task[None]] = set()
         self._error: BaseException | None = None
+        # the stream, to read the markers found there (made at the first)
+        self._handle: Any = None
 
     async def add(
         self,
@@ -165,8 +167,9 @@ class Committer:
     async def _check_marker(self, marker: str, n: int) -> None:
         """The chunk stored before had as many rows as this one: a batch Spark computed
         otherwise (other rows in its partitions) fails rather than lose rows."""
-        name = self.stream or await self.js.find_stream(marker)
-        msg = await (await self.js.stream(name)).get_last_msg_for(marker)
+        if self._handle is None:
+            self._handle = await self.js.stream(self.stream or await self.js.find_stream(marker))
+        msg = await self._handle.get_last_msg_for(marker)
         had = msg_rows(msg.data)
         if had != n:
             raise SparkWriteError(

@@ -39,10 +39,14 @@ from ._common import (
     SparkConfigError,
     SparkWriteError,
     argument_names,
+    is_connect,
+    log,
     run_sync,
 )
+from ._kvcommits import check_commit_bucket, check_record_name, last_batch, record_batch
 from ._pool import lease, run_pooled
 from ._publish import is_payload_type
+from ._query import active_query_ids
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -67,6 +71,8 @@ __all__ = [
 ]
 
 _RESULT_SCHEMA = "partition int, puts long, deletes long, retried long"
+# the local property Spark sets on the jobs (and the thread) of a query's micro-batch
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 
 @dataclass(frozen=True)
@@ -379,6 +385,8 @@ class KvReport:
     #: writes sent a second time (their first was not confirmed)
     retried: int = 0
     partitions: list[int] = field(default_factory=list)
+    #: the batch was written whole before (``commit_bucket``'s record): nothing was put
+    skipped: bool = False
 
     def add(self, part: KvPartition) -> None:
         """Count in what one partition wrote."""
@@ -391,9 +399,19 @@ class KvReport:
 class KvSink:
     """The function given to ``writeStream.foreachBatch``; see ``kv_sink``."""
 
-    def __init__(self, target: KvTarget, tasks: int | None = None) -> None:
+    def __init__(
+        self,
+        target: KvTarget,
+        tasks: int | None = None,
+        commit_bucket: str | None = None,
+        id_prefix: str | None = None,
+    ) -> None:
         self._target = target
         self._checked = False
+        # where the last batch written whole is recorded, and under which name (given, or
+        # the streaming query's id)
+        self._commit_bucket = commit_bucket
+        self._id_prefix = id_prefix
         # the tasks of each stage: given, or twice the session's task slots (found at the first
         # batch; 0: not known, the partitions as they are)
         self._tasks = tasks
@@ -410,11 +428,51 @@ class KvSink:
         check_kv_columns(self._target, df.schema)
         if not self._checked:
             run_sync(check_bucket(self._target))
+            if self._commit_bucket is not None:
+                run_sync(check_commit_bucket(self._target.conn, self._commit_bucket))
             self._checked = True
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         self.check(batch_df)
+        bucket = self._commit_bucket
+        if bucket is None:
+            self.last_report = self._write(batch_df, batch_id)
+            return
+        name = self._record_name(batch_df, batch_id)
+        conn = self._target.conn
+        done = run_sync(last_batch(conn, bucket, name))
+        if done is not None and done >= batch_id:
+            log.info(
+                "kv_sink: batch %d of %r skipped: batch %d was written whole before "
+                "(commit record in bucket %r)",
+                batch_id,
+                name,
+                done,
+                bucket,
+            )
+            self.last_report = KvReport(batch_id, skipped=True)
+            return
         self.last_report = self._write(batch_df, batch_id)
+        run_sync(record_batch(conn, bucket, name, batch_id))
+
+    def _record_name(self, df: DataFrame, batch_id: int) -> str:
+        """The name of the batch's commit record: ``id_prefix``, else its query's id."""
+        if self._id_prefix is not None:
+            return self._id_prefix
+        query = None
+        if not is_connect(df):
+            # a classic foreachBatch runs on the thread of its query's batch
+            query = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        if not query:
+            found = active_query_ids(df)
+            query = found[0] if len(found) == 1 else None
+        if not query:
+            raise SparkConfigError(
+                f"cannot name the commit record of batch {batch_id}: no single streaming "
+                f"query it comes from; give kv_sink id_prefix= (a name of the query that "
+                f"stays the same across its restarts)"
+            )
+        return str(query)
 
     def _write(self, df: DataFrame, batch_id: int) -> KvReport:
         from pyspark.sql.functions import monotonically_increasing_id
@@ -470,6 +528,8 @@ def kv_sink(
     max_pending: int = 4000,
     retries: int = 5,
     tasks: int | None = None,
+    commit_bucket: str | None = None,
+    id_prefix: str | None = None,
     **connect_options: Any,
 ) -> KvSink:
     """A function for ``df.writeStream.foreachBatch(...)`` that writes each batch to a
@@ -495,6 +555,13 @@ def kv_sink(
         tasks: at most this many tasks check and write a batch (default: twice the
             session's task slots, as for ``foreach_batch_sink``); which row of a key wins does not
             depend on it.
+        commit_bucket: a KeyValue bucket (it must exist; the sink's own will do) where the
+            last batch written whole is recorded under the query's name: a batch at or
+            below it is skipped, so a batch written again at any distance in time (after
+            later batches wrote newer values) puts nothing back (see ``_kvcommits``).
+        id_prefix: the name of that record (default: the streaming query's id, kept in its
+            checkpoint); give one outside a query or for several queries of one Spark
+            Connect session.
         connect_options: as for ``foreach_batch_sink`` (user, password, token, creds,
             tls_ca, tls_cert, tls_key, api_prefix, domain, timeout, ...).
 
@@ -516,4 +583,11 @@ def kv_sink(
     )
     if tasks is not None and tasks < 1:
         raise SparkConfigError(f"tasks must be at least 1, not {tasks}")
-    return KvSink(target, tasks)
+    if commit_bucket is not None:
+        try:
+            validate_bucket(commit_bucket)
+        except BadNameError as exc:
+            raise SparkConfigError(f"commit_bucket={commit_bucket!r}: {exc}") from None
+    if id_prefix is not None:
+        check_record_name("id_prefix", id_prefix)
+    return KvSink(target, tasks, commit_bucket, id_prefix)
