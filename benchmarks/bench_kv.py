@@ -7,7 +7,11 @@ Workloads (one embedded nats-server, a memory-storage bucket):
 - get: N gets of distinct keys, one after the other (ours reads with a direct get,
   nats-py through the JSON message-get API, its default);
 - watch: a watcher over a bucket of N keys, from its start until it reports that
-  every current value has been delivered (the up-to-date marker).
+  every current value has been delivered (the up-to-date marker);
+- ordered replay, push: ours only, the same bucket's stream read through a push-based
+  ordered consumer (what a watcher reads through, without entries), from its making
+  until the last message; the watch row over this one, both timed in this run, says
+  what making entries costs (printed at the end).
 
 Run: ``.venv/bin/python -m benchmarks.bench_kv [--count N] [--loop uvloop]``.
 """
@@ -41,6 +45,7 @@ from jetstream.embedded import NatsServer
 
 VALUE = b"v" * 64
 BUCKET = "BENCH"
+ORDERED = "ordered replay, push"
 
 
 def _keys(n: int) -> list[str]:
@@ -98,6 +103,19 @@ class Ours:
                     break
                 got += 1
         assert got == n, got
+        return time.perf_counter() - t0
+
+    async def ordered_push(self, n: int) -> float:
+        await self.fresh(n)
+        stream = await self.js.stream(f"KV_{BUCKET}")
+        t0 = start()
+        oc = await stream.ordered_consumer(push=True)
+        got = 0
+        async with oc.messages() as it:
+            async for _ in it:
+                got += 1
+                if got == n:
+                    break
         return time.perf_counter() - t0
 
 
@@ -182,10 +200,12 @@ async def main_async(args: Any) -> list[Measurement]:
                         ("get", n, lambda: impl.get(keys)),
                         ("watch (until up to date)", n, lambda: impl.watch(keys)),
                     ]
+                ours = isinstance(impl, Ours)
                 return [
                     ("put", n, lambda: impl.put(n)),
                     ("get", n, lambda: impl.get(n)),
                     ("watch (until up to date)", n, lambda: impl.watch(n)),
+                    (ORDERED, n, (lambda: impl.ordered_push(n)) if ours else None),
                 ]
 
             every = {impl.name: workloads(impl) for impl in [*impls, *peers]}
@@ -197,9 +217,19 @@ async def main_async(args: Any) -> list[Measurement]:
                 only=args.only,
                 unit="ops/s",
             )
+        _watch_share(results)
         if not args.only:
             results += await _floors(server.url, keys, args.repeat)
         return results
+
+
+def _watch_share(results: list[Measurement]) -> None:
+    """Print our watch's rate over our ordered replay by push of the same stream."""
+    ours = {m.workload: m for m in results if m.impl == Ours.name}
+    watch, ordered = ours.get("watch (until up to date)"), ours.get(ORDERED)
+    if watch is not None and ordered is not None:
+        share = ordered.seconds / watch.seconds
+        print(f"watch / ordered replay, push (ours, same stream, same run): {share:.2f}")
 
 
 async def _floors(url: str, keys: list[str], repeat: int) -> list[Measurement]:

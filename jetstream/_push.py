@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._context import ConsumerHandle
 from ._pull import HB_TICKS
 from ._reader import ErrorCallback, MessageReader, all_plain, js_msgs, take_first
 from .errors import ConsumerDeletedError, NoHeartbeatError
-from .message import JsMsg, as_js
+from .message import JsMsg, Msg, as_js
 from .protocol.headers import parse_headers
 
 if TYPE_CHECKING:
@@ -33,7 +33,13 @@ _STALLED = "Nats-Consumer-Stalled"
 class PushStream(MessageReader):
     """Messages of a push consumer, as an async iterator (``Consumer.messages()``)."""
 
-    def __init__(self, consumer: ConsumerHandle, *, error_cb: ErrorCallback | None = None) -> None:
+    def __init__(
+        self,
+        consumer: ConsumerHandle,
+        *,
+        error_cb: ErrorCallback | None = None,
+        msg_type: type[Msg] | None = None,
+    ) -> None:
         cfg = consumer.cached_info.config
         js = consumer.js
         self._consumer = consumer
@@ -57,7 +63,10 @@ class PushStream(MessageReader):
         self._error: BaseException | None = None
         self._error_cb = error_cb
         self._started = False
-        self._cls = self._nc.msg_class(JsMsg)  # what the parser makes of our deliveries
+        # what the parser makes of our deliveries: a JsMsg, or the class of a reader
+        # that makes each delivery its own object (a KeyValue watcher's entries)
+        cls: Any = self._nc.msg_class(msg_type or JsMsg)
+        self._cls: type[JsMsg] = cls
 
     def _start(self) -> None:
         if self._started:

@@ -30,7 +30,7 @@ from .errors import TimeoutError as NatsTimeoutError
 
 if TYPE_CHECKING:
     from .api import ConsumerInfo
-    from .message import JsMsg
+    from .message import JsMsg, Msg
     from .protocol.ops import MsgRun
 
 __all__ = ["OrderedConsumer", "OrderedStream"]
@@ -94,16 +94,23 @@ class OrderedConsumer(OrderedBase):
         max_messages: int = 500,
         expires: float = 30.0,
         heartbeat: float | None = None,
+        msg_type: type[Msg] | None = None,
     ) -> OrderedStream:
         """Every message in order: ``async with oc.messages() as it: async for m in it``.
 
         ``heartbeat`` (default: half of ``expires``, at most 5 s) is the idle heartbeat
         of its pulls: a consumer lost without a word (no election heard, no reconnect)
         is noticed after two missed ones and made again. (To read in runs of messages,
-        with no message object made, see ``jetstream.bulk.ordered_runs``.)"""
+        with no message object made, see ``jetstream.bulk.ordered_runs``.)
+
+        ``msg_type``: the class the messages are made of instead of ``JsMsg``, a
+        subclass of ``jetstream.Msg`` with its positional fields, for a reader whose
+        items are the messages themselves (the KeyValue watcher's entries; an ordered
+        consumer acknowledges nothing).
+        """
         hb = heartbeat if heartbeat is not None else min(expires / 2, 5.0)
         opts = PullOptions(batch=max_messages, expires=expires, heartbeat=hb)
-        return OrderedStream(self, opts)
+        return OrderedStream(self, opts, msg_type=msg_type)
 
     async def next(self, timeout: float = 30.0) -> JsMsg:
         """The next message in order.
@@ -189,10 +196,18 @@ class OrderedStream(MessageReader):
     only; see ``_runs.RunStream``).
     """
 
-    def __init__(self, oc: OrderedBase, opts: PullOptions, *, runs: bool = False) -> None:
+    def __init__(
+        self,
+        oc: OrderedBase,
+        opts: PullOptions,
+        *,
+        runs: bool = False,
+        msg_type: type[Msg] | None = None,
+    ) -> None:
         self._oc = oc
         self._opts = opts
         self._runs = runs
+        self._msg_type = msg_type
         self._inner: MessageStream | PushStream | None = None
         # messages at the head of the inner buffer found in order and not taken yet
         # (0 whenever there is no inner stream, or it is broken or closed)
@@ -211,11 +226,17 @@ class OrderedStream(MessageReader):
             if consumer.is_push:
                 if self._runs:
                     raise TypeError("a push-based ordered consumer is not read in runs")
-                inner = self._inner = PushStream(consumer, error_cb=self._on_error)
+                inner = self._inner = PushStream(
+                    consumer, error_cb=self._on_error, msg_type=self._msg_type
+                )
             else:
                 opts = dataclasses.replace(self._opts)
                 kind = RunStream if self._runs else MessageStream
                 inner = self._inner = kind(consumer, opts, self._on_error)
+                if self._msg_type is not None:
+                    # the class the parser makes of its deliveries (see ``messages``)
+                    cls: Any = self._oc._js.client.msg_class(self._msg_type)
+                    inner._cls = cls
             inner._start()
         return inner
 
@@ -321,7 +342,7 @@ class OrderedStream(MessageReader):
         except NatsError as exc:  # a deleted consumer, a refused pull
             self._break(exc)
 
-    async def _take_run(self, timeout: float) -> list[Any]:
+    async def _take_run(self, timeout: float | None) -> list[Any]:
         """``take_many`` / ``take_runs``: what is buffered and in order, waiting at most
         ``timeout`` seconds for a first message."""
         if not (self._ok or self._check()):
@@ -340,9 +361,9 @@ class OrderedStream(MessageReader):
         self._oc._last_reply = last.reply(-1) if self._runs else last.reply
         return run
 
-    async def take_many(self, timeout: float = 30.0) -> list[JsMsg]:
+    async def take_many(self, timeout: float | None = 30.0) -> list[JsMsg]:
         """Every message buffered that is next in order, at once: at least one, waiting
-        at most ``timeout`` seconds for it.
+        at most ``timeout`` seconds for it (None: as long as it takes).
 
         Raises:
             TimeoutError: nothing came in time.

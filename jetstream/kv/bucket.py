@@ -102,6 +102,9 @@ class KeyValue:
         # the first write finds out which (see _write)
         self._route_known = js.domain is not None or api != js.api_prefix
         self._direct = bool(cfg.allow_direct or cfg.mirror_direct)
+        #: watchers read by push unless the bucket is reached through an API prefix or
+        #: a domain (see ``KeyWatcher``)
+        self._watch_push = js.api_prefix == DEFAULT_API_PREFIX and js.domain is None
 
     def __repr__(self) -> str:
         return f"<KeyValue {self.bucket!r}>"

@@ -12,10 +12,13 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import re
+from typing import ClassVar
 
 import msgspec
 
+from ..core.message import Msg
 from ..errors import BadNameError
+from ..message import ack_stream_index
 from ..protocol.headers import Headers
 
 __all__ = [
@@ -23,10 +26,12 @@ __all__ = [
     "MARKER_REASON",
     "KeyValueEntry",
     "KeyValueOp",
+    "Watched",
     "operation_of",
     "validate_bucket",
     "validate_key",
     "validate_key_filter",
+    "watched_class",
 ]
 
 #: Header telling a delete (``DEL``) or purge (``PURGE``) from a put.
@@ -65,8 +70,27 @@ def operation_of(headers: Headers | None) -> KeyValueOp:
     return KeyValueOp.PUT
 
 
-class KeyValueEntry(msgspec.Struct, eq=False, gc=False):
+class _EntryType(msgspec.StructMeta):
+    """``KeyValueEntry``'s type: a watcher's entries (``Watched``), which are the
+    messages its consumer delivered, are ``KeyValueEntry`` instances too."""
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return type.__instancecheck__(cls, obj) or (
+            cls is KeyValueEntry and type.__instancecheck__(Watched, obj)
+        )
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return type.__subclasscheck__(cls, sub) or (
+            cls is KeyValueEntry and type.__subclasscheck__(Watched, sub)
+        )
+
+
+class KeyValueEntry(msgspec.Struct, metaclass=_EntryType, eq=False, gc=False):
     """One revision of one key.
+
+    A watcher's entries are of a subclass of ``Msg`` that reads these attributes from
+    the message its consumer delivered, on first access (``isinstance(e, KeyValueEntry)``
+    holds for them too).
 
     Attributes:
         bucket: the bucket's name.
@@ -114,6 +138,85 @@ class KeyValueEntry(msgspec.Struct, eq=False, gc=False):
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class Watched(Msg, gc=False):
+    """A watcher's entry: the message its consumer delivered, made by the parser
+    (``Client.msg_class``), one object a revision, with a ``KeyValueEntry``'s
+    attributes. The key is its subject past the bucket's prefix, the value its payload;
+    the revision, time and pending count are read from its ack subject, and the
+    operation from its headers (a put has none), on first access. Made per bucket by
+    ``watched_class``."""
+
+    _bucket: ClassVar[str] = ""
+    #: the length of the subject prefix the bucket's keys are stored under
+    _cut: ClassVar[int] = 0
+    #: (revision, nanoseconds, pending) read from the ack subject, once
+    _ack: tuple[int, int, int] | None = None
+
+    @property
+    def bucket(self) -> str:
+        """The bucket's name."""
+        return self._bucket
+
+    @property
+    def key(self) -> str:
+        """The key."""
+        return self.subject[self._cut :]
+
+    @property
+    def value(self) -> bytes:
+        """The value (empty for a delete or purge, and for ``meta_only`` watches)."""
+        return self.payload
+
+    def _numbers(self) -> tuple[int, int, int]:
+        a = self._ack
+        if a is None:
+            t = (self.reply or "").split(".")
+            at = ack_stream_index(len(t))
+            a = self._ack = (int(t[at + 3]), int(t[at + 5]), int(t[at + 6]))
+        return a
+
+    @property
+    def revision(self) -> int:
+        """The stream sequence of this revision."""
+        return self._numbers()[0]
+
+    @property
+    def created(self) -> _dt.datetime:
+        """When the server stored this revision (UTC)."""
+        return _dt.datetime.fromtimestamp(self._numbers()[1] / 1e9, tz=_dt.UTC)
+
+    @property
+    def delta(self) -> int:
+        """How many newer revisions of watched keys the server had at delivery."""
+        return self._numbers()[2]
+
+    @property
+    def operation(self) -> KeyValueOp:
+        """``PUT``, ``DEL`` or ``PURGE``."""
+        hdr = self.hdr
+        if hdr is None or not (b"KV-Operation" in hdr or b"Nats-Marker-Reason" in hdr):
+            return KeyValueOp.PUT
+        return operation_of(self.headers)
+
+    __repr__ = KeyValueEntry.__repr__
+    __eq__ = KeyValueEntry.__eq__
+    __hash__ = None  # type: ignore[assignment]
+
+
+_WATCHED: dict[tuple[str, int], type[Watched]] = {}
+
+
+def watched_class(bucket: str, prefix: str) -> type[Watched]:
+    """The class of the entries of a watcher of ``bucket`` (its keys stored under
+    ``prefix``): one per bucket name and prefix length, made once."""
+    key = (bucket, len(prefix))
+    cls = _WATCHED.get(key)
+    if cls is None:
+        ns = {"_bucket": bucket, "_cut": len(prefix), "__module__": __name__}
+        cls = _WATCHED[key] = type("KeyValueEntry", (Watched,), ns)
+    return cls
 
 
 def validate_bucket(bucket: str) -> None:

@@ -36,22 +36,23 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, Self
+from itertools import compress, repeat
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from ..api import DeliverPolicy
 from ..errors import NatsError
 from ..errors import TimeoutError as NatsTimeoutError
-from .entry import KeyValueEntry, KeyValueOp, operation_of, validate_key_filter
+from .entry import KeyValueEntry, KeyValueOp, Watched, validate_key_filter, watched_class
 
 if TYPE_CHECKING:
-    from ..message import JsMsg
     from ..ordered import OrderedConsumer, OrderedStream
     from ..stream import Stream
 
 __all__ = ["KeyWatcher"]
 
-#: messages made into entries at a time, at most
-_BATCH = 256
+_hdr_of = attrgetter("hdr")
+_reply_of = attrgetter("reply")
 
 
 class _Bucket(Protocol):
@@ -61,6 +62,8 @@ class _Bucket(Protocol):
     #: the subject prefix its keys are stored under
     _pre: str
     _stream: Stream
+    #: read by push (else by pull)
+    _watch_push: bool
 
 
 class KeyWatcher:
@@ -127,11 +130,16 @@ class KeyWatcher:
             policy = DeliverPolicy.ALL
         else:
             policy = DeliverPolicy.LAST_PER_SUBJECT
+        # Push-based, as other NATS clients' watchers (the server sends without being
+        # asked, with flow control), unless the bucket is reached through an API prefix
+        # or a domain: then pulls, whose deliveries answer requests made through it (a
+        # push consumer's deliver subject would need an import of its own).
         oc = self._oc = await kv._stream.ordered_consumer(
             filter_subjects=[self._pre + f for f in self.filters],
             deliver_policy=policy,
             opt_start_seq=self._resume,
             headers_only=self._meta_only,
+            push=kv._watch_push,
         )
         consumer = oc.consumer
         if self._updates_only or (consumer is not None and consumer.cached_info.num_pending == 0):
@@ -146,73 +154,78 @@ class KeyWatcher:
             if self._resume is not None and self._resume > last:
                 self._init_done = True
                 self._ready.append(None)
-        self._it = oc.messages(max_messages=1000)
+        # Each delivery is made an entry by the parser (one object a revision).
+        self._it = oc.messages(max_messages=1000, msg_type=watched_class(kv.bucket, self._pre))
         return self._it
 
     async def __anext__(self) -> KeyValueEntry | None:
         ready = self._ready
-        if not ready:
+        if ready:
+            out = ready.popleft()
+            if out is None:
+                self.up_to_date = True
+            return out
+        return await self._more()
+
+    async def _more(self) -> KeyValueEntry | None:
+        """``__anext__`` when nothing is ready: what is buffered in order, at once, or
+        what comes first."""
+        ready = self._ready
+        while not ready:
             it = self._it
             if it is None:
                 if self._stopped:
                     raise StopAsyncIteration
                 it = await self._start()
-            while not ready:
-                # what is buffered in order, at once (a coroutine only to wait)
-                msg = it.take_nowait()
-                if msg is None:
-                    msg = await it.__anext__()
-                batch = [msg]
-                while len(batch) < _BATCH and (msg := it.take_nowait()) is not None:
-                    batch.append(msg)
-                self._convert(batch)
+                if ready:
+                    break
+            self._add(await it.take_many(None))
         out = ready.popleft()
         if out is None:
             self.up_to_date = True
         return out
 
-    def _convert(self, batch: list[JsMsg]) -> None:
-        """The entries of ``batch`` into ``_ready``, the marker where it belongs."""
+    def _add(self, run: list[Any]) -> None:
+        """The entries of ``run`` (in order) into ``_ready``, the marker where it
+        belongs, deletes and purges left out with ``ignore_deletes``."""
+        at = -1 if self._init_done else self._marker_at(run)
+        if self._ignore_deletes and any(map(_hdr_of, run)):
+            put = KeyValueOp.PUT
+            keep = [e.operation is put for e in run]
+            at = sum(keep[:at]) if at > 0 else at
+            run = list(compress(run, keep))
         ready = self._ready
-        bucket = self._kv.bucket
-        pre_len = len(self._pre)
-        meta_only = self._meta_only
-        ignore_deletes = self._ignore_deletes
-        put = KeyValueOp.PUT
-        for msg in batch:
-            # The ack subject, read once: ...<sseq>.<cseq>.<timestamp ns>.<pending>
-            # (v1 has 9 tokens, v2 11 or more; see message.parse_ack_subject).
-            t = (msg.reply or "").split(".")
-            if len(t) == 9:
-                seq, ts, pending = int(t[5]), int(t[7]), int(t[8])
-            else:
-                seq, ts, pending = int(t[7]), int(t[9]), int(t[10])
-            op = operation_of(msg.headers) if msg.raw_headers else put
-            entry: KeyValueEntry | None = None
-            if not (ignore_deletes and op is not put):
-                entry = KeyValueEntry(
-                    bucket,
-                    msg.subject[pre_len:],
-                    b"" if meta_only else msg.data,
-                    seq,
-                    ts,
-                    pending,
-                    op,
-                )
-            if not self._init_done:
-                last = self.snapshot_revision
+        if at < 0:
+            ready.extend(run)
+        else:
+            self._init_done = True
+            ready.extend(run[:at])
+            ready.append(None)
+            ready.extend(run[at:])
+
+    def _marker_at(self, run: list[Watched]) -> int:
+        """Where the marker goes in ``run`` (the index it takes; -1: not in it): before
+        the first revision above ``snapshot_revision``, or after the first one that is
+        it or had nothing pending (see the module docstring). A run's revisions ascend,
+        so only the last's is read unless the snapshot is reached; a pending count of 0
+        is told by the end of its ack subject."""
+        last = self.snapshot_revision
+        n = len(run)
+        replies = list(map(_reply_of, run))
+        if replies[0].count(".") == 8:
+            # the v1 layout: the pending count is the last token
+            flags = list(map(str.endswith, replies, repeat(".0")))
+            zero = flags.index(True) if True in flags else n
+        else:
+            zero = next((i for i, e in enumerate(run) if e.delta == 0), n)
+        if run[-1].revision >= last:
+            for i in range(min(zero + 1, n)):
+                seq = run[i].revision
                 if seq > last:
-                    # A write made after the watch started: the marker comes first.
-                    self._init_done = True
-                    ready.append(None)
-                elif seq == last or pending == 0:
-                    self._init_done = True
-                    if entry is not None:
-                        ready.append(entry)
-                    ready.append(None)
-                    continue
-            if entry is not None:
-                ready.append(entry)
+                    return i
+                if seq == last:
+                    return i + 1
+        return zero + 1 if zero < n else -1
 
     def __aiter__(self) -> Self:
         return self

@@ -394,6 +394,37 @@ async def test_watch_options(js: JetStream) -> None:
         kv.watch("a.>.b")
 
 
+async def test_watch_entries_are_entries_and_the_marker_follows_the_filter(
+    js: JetStream,
+) -> None:
+    """A watcher's entries are ``KeyValueEntry`` instances equal to what ``get`` reads;
+    with ``ignore_deletes``, the marker comes right after the last live value even when
+    the snapshot's revision is a delete left out, amid a few hundred deliveries."""
+    kv = await js.create_key_value(bucket="filtered", history=1)
+    for i in range(300):
+        await kv.put(f"k.{i}", b"v%d" % i)
+    for i in range(0, 300, 3):
+        await kv.delete(f"k.{i}")
+    last = await kv.delete("k.299")  # the snapshot's revision: a delete
+    live = [f"k.{i}" for i in range(300) if i % 3 and i != 299]
+    async with kv.watch_all(ignore_deletes=True) as w:
+        got = await drain_until_marker(w)
+        assert w.snapshot_revision == last
+        assert [e.key for e in got] == live
+        assert all(isinstance(e, KeyValueEntry) and e.operation is KeyValueOp.PUT for e in got)
+        assert got[0] == await kv.get(got[0].key)
+        assert repr(got[0]) == repr(await kv.get(got[0].key))
+        assert got[-1].delta > 0  # the deletes after it were pending
+        r = await kv.put("k.new", b"n")
+        after = await w.next(5)
+        assert after is not None and (after.key, after.revision, after.value) == ("k.new", r, b"n")
+    async with kv.watch_all() as w:
+        every = {e.key: e for e in await drain_until_marker(w)}
+        gone = every["k.299"]
+        assert (gone.revision, gone.operation, gone.value) == (last, KeyValueOp.DEL, b"")
+        assert every["k.new"].delta == 0 and gone.bucket == "filtered"
+
+
 async def _until_marker(w: object) -> AsyncIterator[KeyValueEntry]:
     async for e in w:  # type: ignore[attr-defined]
         if e is None:
