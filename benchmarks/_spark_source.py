@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from msgspec import UNSET
+
 import jetstream
 from benchmarks._report import Measurement, proc_cpu, report
 from jetstream import StreamConfig
@@ -57,7 +59,12 @@ def spark_session() -> Any:
     return s
 
 
-def fresh_stream(url: str, name: str = STREAM, subject: str = SUBJECT) -> None:
+def fresh_stream(
+    url: str, name: str = STREAM, subject: str = SUBJECT, *more: str, allow_atomic: bool = False
+) -> None:
+    """A new memory stream of ``subject`` (and ``more`` subjects) with a duplicate window;
+    ``allow_atomic``: taking atomic batches."""
+
     async def go() -> None:
         async with jetstream.connect(url) as nc:
             js = nc.jetstream()
@@ -68,19 +75,26 @@ def fresh_stream(url: str, name: str = STREAM, subject: str = SUBJECT) -> None:
             await js.create_stream(
                 StreamConfig(
                     name=name,
-                    subjects=[subject],
+                    subjects=[subject, *more],
                     storage=StorageType.MEMORY,
                     duplicate_window=300.0,
+                    allow_atomic=True if allow_atomic else UNSET,
                 )
             )
 
     asyncio.run(go())
 
 
-def stored(url: str, name: str = STREAM) -> int:
+def stored(url: str, name: str = STREAM, subject: str | None = None) -> int:
+    """The messages of a stream (on ``subject`` only, when given)."""
+
     async def go() -> int:
         async with jetstream.connect(url) as nc:
-            info = await (await nc.jetstream().stream(name)).info()
+            stream = await nc.jetstream().stream(name)
+            if subject is not None:
+                info = await stream.info(subjects_filter=subject)
+                return (info.state.subjects or {}).get(subject, 0)
+            info = await stream.info()
             return info.state.messages
 
     return asyncio.run(go())

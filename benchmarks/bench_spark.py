@@ -6,9 +6,11 @@ bytes (``--messages``, 400,000 by default) against a plain ordered consumer read
 same stream in this process; also two ranges side by side, an ``availableNow`` streaming
 run in four micro-batches, and Spark alone; held to the median over interleaved rounds.
 Writer: ``df.write.format("jetstream")`` of N rows of 100 bytes (a job id: one message id
-per row) against ``publish_async`` of the same messages, with message ids, from this
-process. They take turns, round after round (``--repeat``), and the best run of each
-counts; every run checks what was read or stored.
+per row), and the same with ``commit_subject`` (atomic chunks of 999 rows with a marker
+each, no message ids), against ``publish_async`` of the same messages, with message ids,
+from this process; each run prints the server's memory after it. They take turns, round
+after round (``--repeat``), and the best run of each counts; every run checks what was
+read or stored.
 
 Sink: three runs of the same query (a parquet file source of N rows of about 100 bytes, read
 with ``trigger(availableNow=True)``), each into a fresh memory stream with a duplicate
@@ -84,39 +86,53 @@ def plain_write(url: str, n: int) -> float:
     return seconds
 
 
-def spark_write(spark: Any, url: str, n: int) -> float:
-    """Seconds for ``df.write.format("jetstream")`` to store ``n`` rows."""
-    fresh_stream(url, WRITE_STREAM, "bench.write")
+def spark_write(spark: Any, url: str, n: int, commits: bool = False) -> float:
+    """Seconds for ``df.write.format("jetstream")`` to store ``n`` rows; ``commits``: in
+    atomic chunks with markers (``commit_subject``), into a stream that takes them."""
+    if commits:
+        fresh_stream(url, WRITE_STREAM, "bench.write", "bench.commits.>", allow_atomic=True)
+    else:
+        fresh_stream(url, WRITE_STREAM, "bench.write")
     df = spark.range(n, numPartitions=2).selectExpr(
         f"rpad(cast(id as string), {ROW_BYTES}, 'x') as value"
     )
-    t0 = time.perf_counter()
-    (
+    w = (
         df.write.format("jetstream")
         .mode("append")
         .option("servers", url)
         .option("subject", "bench.write")
         .option("stream", WRITE_STREAM)
         .option("job_id", "bench")
-        .save()
     )
+    if commits:
+        w = w.option("commit_subject", "bench.commits")
+    t0 = time.perf_counter()
+    w.save()
     seconds = time.perf_counter() - t0
-    got = stored(url, WRITE_STREAM)
-    assert got == n, f"spark writer: the stream holds {got} messages, not {n}"
+    got = stored(url, WRITE_STREAM, "bench.write")
+    assert got == n, f"spark writer: the stream holds {got} rows, not {n}"
     return seconds
 
 
-def bench_writer(spark: Any, url: str, n: int, repeat: int) -> list[Measurement]:
+def bench_writer(
+    spark: Any, url: str, n: int, repeat: int, server: NatsServer | None = None
+) -> list[Measurement]:
     runs = {
         "plain publish": lambda: plain_write(url, n),
         "spark writer": lambda: spark_write(spark, url, n),
+        "spark writer, commits": lambda: spark_write(spark, url, n, commits=True),
     }
     best = dict.fromkeys(runs, float("inf"))
     for _ in range(max(1, repeat)):
         for impl, run in runs.items():
             gc.collect()
             seconds = run()
-            print(f"write {n:,} x {ROW_BYTES} B, {impl}: {n / seconds:,.0f} rows/s", flush=True)
+            # the server's memory with the stream as the run left it (its ids in the
+            # duplicate window, or the commit markers)
+            mem = f", server {server.monitor('varz')['mem'] / 2**20:,.0f} MiB" if server else ""
+            print(
+                f"write {n:,} x {ROW_BYTES} B, {impl}: {n / seconds:,.0f} rows/s{mem}", flush=True
+            )
             best[impl] = min(best[impl], seconds)
     return [
         Measurement(f"write {n // 1000}k x 100 B", impl, sec, n, n * ROW_BYTES)
@@ -307,7 +323,7 @@ def main() -> None:
                 pid = (server.pid or 0) if args.cpu else 0
                 source, ratios = bench_source(spark, url, args.messages, max(args.repeat, 3), pid)
             if "writer" in only:
-                writer = bench_writer(spark, url, args.messages, max(args.repeat, 3))
+                writer = bench_writer(spark, url, args.messages, max(args.repeat, 3), server)
             if "sink" in only:
                 sink = bench_sink(spark, url, args, tmp)
             if "kv" in only:

@@ -30,7 +30,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("WARN")
     register(spark)
     try:
-        run_job(args["path"], spark, args["url"], Path(args["workdir"]))
+        run_job(args["path"], spark, args["url"], Path(args["workdir"]), args.get("commits", False))
     finally:
         spark.stop()
     print("DONE", flush=True)

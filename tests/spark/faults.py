@@ -25,7 +25,11 @@ each fault outlasts it):
   nothing for ``BLACKHOLE`` s;
 * ``worker``: Spark's Python workers killed (SIGKILL) mid-task;
 * ``driver``: the job runs in a driver process of its own (``fault_job.py``), killed with
-  SIGKILL mid-job, then started again (a streaming query from its checkpoint).
+  SIGKILL mid-job, then started again (a streaming query from its checkpoint);
+* ``window`` (the writing paths only): as ``driver``, but the job writes exactly once at
+  any distance in time (the sink and the writer with ``commit_subject``, the KeyValue
+  sink with ``commit_bucket``) into a stream whose duplicate window is ``WINDOW`` s, and
+  it is started again only once that window has passed.
 
 The fault is set off when the work is seen under way from outside (a reader's consumer
 on the stream, the first rows stored), and what the work had done then is recorded: the
@@ -58,7 +62,9 @@ from tests.faults.proxy import FaultProxy
 __all__ = ["CELLS_ALL", "CELLS_QUICK", "FAULTS", "PATHS", "Cell", "Rig", "run_cell", "run_job"]
 
 PATHS = ("read", "stream", "sink", "writer", "kv")
-FAULTS = ("sigstop", "restart", "leader", "blackhole", "worker", "driver")
+FAULTS = ("sigstop", "restart", "leader", "blackhole", "worker", "driver", "window")
+#: the paths that write (``window`` is theirs)
+WRITING = ("sink", "writer", "kv")
 
 N_READ = 200_000
 FILES = 20
@@ -70,6 +76,8 @@ PAUSE = 6.0
 BLACKHOLE = 12.0
 #: a killed server or leader is started again after this
 DOWN = 2.0
+#: the duplicate window of the ``window`` cells' stream (the job is run again after it)
+WINDOW = 1.0
 #: the work must be seen under way within this, once the job started
 START_BOUND = 240.0
 
@@ -97,7 +105,7 @@ CELLS_QUICK = [
 ]
 # the whole matrix, and Spark Connect where it takes another path: the driver side
 # (planning, and the foreachBatch functions, run in the Connect server)
-CELLS_ALL = [(p, f, "classic") for p in PATHS for f in FAULTS] + [
+CELLS_ALL = [(p, f, "classic") for p in PATHS for f in FAULTS if f != "window" or p in WRITING] + [
     (p, f, "connect") for p in ("stream", "sink", "kv") for f in ("sigstop", "restart")
 ]
 
@@ -194,6 +202,12 @@ class Rig:
                     await js.create_key_value(
                         bucket="KVB", replicas=self.replicas, storage=StorageType.FILE
                     )
+                    if self.fault == "window":
+                        await js.create_key_value(bucket="KVREC", storage=StorageType.FILE)
+                elif self.fault == "window":
+                    config = self._config("OUT", ["out.>"], dedup=WINDOW)
+                    config.allow_atomic = True
+                    await js.create_stream(config)
                 else:
                     await js.create_stream(self._config("OUT", ["out.>"], dedup=600.0))
 
@@ -314,6 +328,10 @@ class Rig:
                 return out
 
         rows = leaks.run(go())
+        if self.fault == "window":
+            # rows named by position, in chunks with markers (on out.commits.>): the ids
+            # are in the data
+            rows = [(d[4:].decode(), d) for i, d in rows if d.startswith(b"row-")]
         problems = _exact("msg ids", sorted(int(i) for i, _ in rows), list(range(N_WRITE)))
         wrong = [i for i, data in rows if data != b"row-" + i.encode()]
         if wrong:
@@ -382,9 +400,11 @@ def kill_python_workers() -> int:
 # ---------------------------------------------------------------------------------- the jobs
 
 
-def run_job(path: str, spark: Any, url: str, workdir: Path) -> None:
+def run_job(path: str, spark: Any, url: str, workdir: Path, commits: bool = False) -> None:
     """The job of ``path`` against the servers at ``url`` (its input under ``workdir``,
-    its output and checkpoint there too). Raises what the job raised."""
+    its output and checkpoint there too); ``commits``: exactly once at any distance in
+    time (``commit_subject``, ``commit_bucket``), rows named by position. Raises what the
+    job raised."""
     from pyspark.sql import functions as F
 
     from jetstream.spark import foreach_batch_sink, kv_sink
@@ -403,10 +423,13 @@ def run_job(path: str, spark: Any, url: str, workdir: Path) -> None:
         (out / "result.json").write_text(json.dumps(row.asDict()))
         return
     if path == "writer":
+        named = (
+            {"commit_subject": "out.commits", "job_id": "faults"} if commits else {"key_col": "id"}
+        )
         (
             spark.read.parquet(inp)
             .write.format("jetstream")
-            .options(subject="out.x", stream="OUT", key_col="id", value_col="value", **common)
+            .options(subject="out.x", stream="OUT", value_col="value", **named, **common)
             .mode("append")
             .save()
         )
@@ -427,13 +450,17 @@ def run_job(path: str, spark: Any, url: str, workdir: Path) -> None:
         rows = spark.readStream.schema("id long, value string").option("maxFilesPerTrigger", 4)
         source = rows.parquet(inp)
         if path == "sink":
-            sink = foreach_batch_sink(
-                url, subject="out.x", stream="OUT", key_col="id", timeout=TIMEOUT
+            how: dict[str, Any] = (
+                {"commit_subject": "out.commits"} if commits else {"key_col": "id"}
             )
+            sink = foreach_batch_sink(url, subject="out.x", stream="OUT", timeout=TIMEOUT, **how)
             writer = source.writeStream.foreachBatch(sink)
         else:
             keyed = source.selectExpr("concat('k', cast(id as string)) as key", "value")
-            writer = keyed.writeStream.foreachBatch(kv_sink(url, bucket="KVB", timeout=TIMEOUT))
+            records = {"commit_bucket": "KVREC"} if commits else {}
+            writer = keyed.writeStream.foreachBatch(
+                kv_sink(url, bucket="KVB", timeout=TIMEOUT, **records)
+            )
     query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
     query.awaitTermination()
     error = query.exception()
@@ -501,7 +528,14 @@ def _job_process(rig: Rig) -> subprocess.Popen[bytes]:
     for var in ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
         env.pop(var, None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-    args = json.dumps({"path": rig.path, "url": rig.url, "workdir": str(rig.workdir)})
+    args = json.dumps(
+        {
+            "path": rig.path,
+            "url": rig.url,
+            "workdir": str(rig.workdir),
+            "commits": rig.fault == "window",
+        }
+    )
     with (rig.workdir / "driver.log").open("ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.spark.fault_job", args],
@@ -530,6 +564,8 @@ def _driver(rig: Rig, cell: Cell) -> None:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(30)
     cell.first_run = "completed" if code == 0 else f"killed (exit {code})"
+    if rig.fault == "window":
+        time.sleep(WINDOW + 1.0)  # the stream has forgotten every id the first run sent
     again = _job_process(rig)
     if again.wait(START_BOUND + 300) != 0:
         tail = (rig.workdir / "driver.log").read_text(errors="replace")[-3000:]
@@ -543,7 +579,7 @@ def run_cell(path: str, fault: str, kind: str, spark: Any, workdir: Path) -> Cel
     rig = Rig(path, fault, workdir)
     try:
         rig.prepare(spark)
-        if fault == "driver":
+        if fault in ("driver", "window"):
             _driver(rig, cell)
         else:
             _in_process(rig, cell, spark)

@@ -93,6 +93,18 @@ def publish(url: str, subject: str, payloads: list[bytes]) -> None:
     leaks.run(go())
 
 
+def run_to_end(writer: Any, checkpoint: Path) -> str:
+    """Start the streaming ``writer`` (a ``DataStreamWriter``) with ``checkpoint`` under
+    ``availableNow``, wait until it has read all there is (at most 240 s), stop it; return
+    the query's id."""
+    q = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    try:
+        assert q.awaitTermination(240), "the query did not finish in 240 s"
+    finally:
+        q.stop()
+    return str(q.id)
+
+
 def write_parquet(spark: Any, path: Path, n: int, files: int) -> None:
     """``n`` rows (id, value) in ``files`` parquet files under ``path``."""
     (

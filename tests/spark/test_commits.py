@@ -14,8 +14,16 @@ import pytest
 
 from jetstream.embedded import NatsServer
 from jetstream.spark import SparkConfigError, foreach_batch_sink, write_dataframe
-from tests.spark.helpers import classic_only, make_stream, read_all, stream_state, write_parquet
+from tests.spark.helpers import (
+    classic_only,
+    make_stream,
+    read_all,
+    run_to_end,
+    stream_state,
+    write_parquet,
+)
 from tests.spark.test_sink import run_query
+from tests.spark.test_writer import _writer
 
 WINDOW = 1.0
 
@@ -151,13 +159,6 @@ def test_without_commits_a_replay_after_the_window_is_stored_again(
     assert stream_state(url, "CMWIN")[0] == 600  # after it: stored twice
 
 
-def _writer(df: Any, url: str, **options: str) -> Any:
-    w = df.write.format("jetstream").mode("append").option("servers", url)
-    for k, v in options.items():
-        w = w.option(k, v)
-    return w
-
-
 def test_writer_replay_after_the_window_stores_nothing_new(
     spark: Any, module_nats_server: NatsServer, tmp_path: Path
 ) -> None:
@@ -177,22 +178,9 @@ def test_writer_replay_after_the_window_stores_nothing_new(
     ckpt = tmp_path / "ckpt"
 
     def stream_once() -> str:
-        q = (
-            spark.readStream.schema("id long, value string")
-            .parquet(str(tmp_path / "in"))
-            .writeStream.format("jetstream")
-            .option("servers", url)
-            .option("subject", "cmw2")
-            .option("commit_subject", "cmw2c")
-            .option("checkpointLocation", str(ckpt))
-            .trigger(availableNow=True)
-            .start()
-        )
-        try:
-            assert q.awaitTermination(240), "the query did not finish in 240 s"
-        finally:
-            q.stop()
-        return str(q.id)
+        df = spark.readStream.schema("id long, value string").parquet(str(tmp_path / "in"))
+        writer = df.writeStream.format("jetstream").option("servers", url)
+        return run_to_end(writer.option("subject", "cmw2").option("commit_subject", "cmw2c"), ckpt)
 
     query_id = stream_once()
     assert len(_rows(url, "CMW", "cmw2")) == n + 3000

@@ -12,7 +12,14 @@ import pytest
 from jetstream.embedded import NatsServer
 from jetstream.spark import SparkConfigError, SparkWriteError, foreach_batch_sink, write_dataframe
 from tests import leaks
-from tests.spark.helpers import classic_only, make_stream, read_all, stream_state, write_parquet
+from tests.spark.helpers import (
+    classic_only,
+    make_stream,
+    read_all,
+    run_to_end,
+    stream_state,
+    write_parquet,
+)
 
 SCHEMA = "id long, value string"
 
@@ -20,20 +27,8 @@ SCHEMA = "id long, value string"
 def run_query(spark: Any, src: Path, checkpoint: Path, fn: Any, files_per_batch: int = 2) -> str:
     """Run a file-source streaming query through ``fn`` until the input is used up;
     return the query's id."""
-    q = (
-        spark.readStream.schema(SCHEMA)
-        .option("maxFilesPerTrigger", files_per_batch)
-        .parquet(str(src))
-        .writeStream.foreachBatch(fn)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert q.awaitTermination(240), "the query did not finish in 240 s"
-    finally:
-        q.stop()
-    return str(q.id)
+    source = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch)
+    return run_to_end(source.parquet(str(src)).writeStream.foreachBatch(fn), checkpoint)
 
 
 def test_rows_arrive_exactly_once_named_after_their_query(

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from jetstream.embedded import NatsServer
-from tests.spark.helpers import classic_only, make_stream, read_all, stream_state, write_parquet
+from tests.spark.helpers import (
+    classic_only,
+    make_stream,
+    read_all,
+    run_to_end,
+    stream_state,
+    write_parquet,
+)
 
 SCHEMA = "id long, value string"
 
@@ -31,12 +38,7 @@ def _stream(spark: Any, src: Path, ckpt: Path, url: str, transform: Any, **optio
     w = df.writeStream.format("jetstream").option("servers", url)
     for k, v in options.items():
         w = w.option(k, v)
-    q = w.option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
-    try:
-        assert q.awaitTermination(240), "the query did not finish in 240 s"
-    finally:
-        q.stop()
-    return str(q.id)
+    return run_to_end(w, ckpt)
 
 
 def _records(url: str) -> list[dict[str, Any]]:
