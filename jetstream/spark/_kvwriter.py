@@ -21,6 +21,10 @@ Options (strings; Spark lowercases their names):
     value_col    the binary or string column of the values (default "value")
     max_pending  puts in flight at once per task (default 4000)
     retries      attempts for a write the bucket did not confirm (default 5)
+    commit_bucket  a KeyValue bucket where the last batch written whole is recorded under
+                 the query's id (or job_id): a batch at or below it puts nothing (see
+                 ``_kvcommits``)
+    job_id       the name of a batch write's record (df.write with commit_bucket)
     user, password, token, creds, name, connect_timeout, tls_ca, tls_cert, tls_key,
     api_prefix, domain, timeout
 
@@ -32,7 +36,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -43,6 +47,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from ..errors import BadNameError
+from ..kv import validate_bucket
 from ._common import (
     SparkConfigError,
     connect_spec_from_options,
@@ -58,6 +64,7 @@ from ._kv import (
     new_kv_target,
     put_partition,
 )
+from ._kvcommits import check_commit_bucket, check_record_name, last_batch, record_batch
 from ._options import KV_WRITE_OPTIONS, check_options
 from ._pool import run_pooled
 
@@ -69,12 +76,18 @@ __all__ = ["JetStreamKVDataSource", "KvBatchWriter", "KvStreamWriter", "KvWriteO
 
 log = logging.getLogger("jetstream.spark")
 
+# local properties Spark sets on the jobs of a streaming query's micro-batch
+_QUERY_ID = "sql.streaming.queryId"
+_BATCH_ID = "streaming.sql.batchId"
+
 
 @dataclass(frozen=True)
 class KvWriteOptions:
     """The ``jetstream-kv`` writer's string options, parsed and checked on their own."""
 
     target: KvTarget
+    commit_bucket: str | None = None
+    job_id: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> KvWriteOptions:
@@ -88,6 +101,15 @@ class KvWriteOptions:
                 "the jetstream-kv writer needs option bucket (the KeyValue bucket to write to)"
             )
         retries = number_option(o, "retries", 0)
+        commit_bucket = o.get("commit_bucket") or None
+        if commit_bucket is not None:
+            try:
+                validate_bucket(commit_bucket)
+            except BadNameError as exc:
+                raise SparkConfigError(f"option commit_bucket={commit_bucket!r}: {exc}") from None
+        job_id = o.get("job_id") or None
+        if job_id is not None:
+            check_record_name("job_id", job_id)
         return cls(
             new_kv_target(
                 conn,
@@ -96,7 +118,9 @@ class KvWriteOptions:
                 value_col=o.get("value_col") or "value",
                 max_pending=number_option(o, "max_pending", 1) or 4000,
                 retries=5 if retries is None else retries,
-            )
+            ),
+            commit_bucket,
+            job_id,
         )
 
 
@@ -108,6 +132,10 @@ class KvWritten(WriterCommitMessage):
     puts: int
     deletes: int
     retried: int
+    #: the name of the batch's commit record (with ``commit_bucket``), and whether the
+    #: record said the batch was written whole before (nothing put)
+    name: str = ""
+    skipped: bool = False
 
 
 def _start(options: KvWriteOptions, schema: StructType) -> None:
@@ -115,18 +143,49 @@ def _start(options: KvWriteOptions, schema: StructType) -> None:
     sent: the columns, the bucket."""
     check_kv_columns(options.target, schema)
     run_sync(check_bucket(options.target))
+    if options.commit_bucket is not None:
+        run_sync(check_commit_bucket(options.target.conn, options.commit_bucket))
 
 
-def _write(options: KvWriteOptions, batches: Iterator[pa.RecordBatch]) -> KvWritten:
-    """Runs in a Spark task: put the last value of each key of the partition."""
+def _write(
+    options: KvWriteOptions, batches: Iterator[pa.RecordBatch], streaming: bool
+) -> KvWritten:
+    """Runs in a Spark task: put the last value of each key of the partition (none when
+    the commit record says the batch was written whole before)."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     partition = ctx.partitionId() if ctx is not None else 0
     t = options.target
+    name = ""
+    if options.commit_bucket is not None:
+        name, batch = _record_of(options, ctx, streaming)
+        done = run_pooled(last_batch(t.conn, options.commit_bucket, name))
+        if done is not None and done >= batch:
+            return KvWritten(partition, 0, 0, 0, name, skipped=True)
     latest = last_values(t, batches, (t.key_col, t.value_col))
     res = run_pooled(put_partition(t, latest, partition))
-    return KvWritten(partition, res.puts, res.deletes, res.retried)
+    return KvWritten(partition, res.puts, res.deletes, res.retried, name)
+
+
+def _record_of(options: KvWriteOptions, ctx: Any, streaming: bool) -> tuple[str, int]:
+    """(the commit record's name, the batch): the query's id and the micro-batch's, or
+    ``job_id`` and 0 for a batch write."""
+    if not streaming:
+        if options.job_id is None:
+            raise SparkConfigError(
+                "df.write.format('jetstream-kv') with option commit_bucket needs option "
+                "job_id (the name of its commit record)"
+            )
+        return options.job_id, 0
+    query = ctx.getLocalProperty(_QUERY_ID) if ctx is not None else None
+    batch = ctx.getLocalProperty(_BATCH_ID) if ctx is not None else None
+    if not query or batch is None:
+        raise SparkConfigError(
+            "the jetstream-kv stream writer runs outside a streaming query's micro-batch: "
+            "no query id or batch id for its commit record"
+        )
+    return str(query), int(batch)
 
 
 def _record(
@@ -137,16 +196,21 @@ def _record(
 ) -> None:
     done = [m for m in messages if isinstance(m, KvWritten)]
     what = f"batch {batch_id}" if batch_id is not None else "write"
+    if committed and options.commit_bucket is not None:
+        name = next((m.name for m in done if m.name), None)
+        if name is not None and not all(m.skipped for m in done):
+            run_sync(record_batch(options.target.conn, options.commit_bucket, name, batch_id or 0))
     puts = sum(m.puts for m in done)
     deletes = sum(m.deletes for m in done)
     bucket = options.target.bucket
     if committed:
         log.info(
-            "jetstream-kv writer: %s committed: %d keys put, %d deleted in bucket %r",
+            "jetstream-kv writer: %s committed: %d keys put, %d deleted in bucket %r%s",
             what,
             puts,
             deletes,
             bucket,
+            " (written whole before: skipped)" if done and all(m.skipped for m in done) else "",
         )
     else:
         log.warning(
@@ -170,7 +234,7 @@ class KvStreamWriter(DataSourceStreamArrowWriter):
         _start(options, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KvWritten:
-        return _write(self.options, iterator)
+        return _write(self.options, iterator, streaming=True)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _record(self.options, messages, batchId, committed=True)
@@ -192,7 +256,7 @@ class KvBatchWriter(DataSourceArrowWriter):
         _start(options, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KvWritten:
-        return _write(self.options, iterator)
+        return _write(self.options, iterator, streaming=False)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _record(self.options, messages, None, committed=True)

@@ -62,6 +62,8 @@ KV_WRITE_OPTIONS = (
     "value_col",
     "max_pending",
     "retries",
+    "commit_bucket",
+    "job_id",
     *CONNECT_OPTIONS,
 )
 

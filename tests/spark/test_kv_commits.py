@@ -13,7 +13,7 @@ import jetstream
 from jetstream.embedded import NatsServer
 from jetstream.spark import SparkConfigError, kv_sink
 from tests import leaks
-from tests.spark.helpers import classic_only
+from tests.spark.helpers import classic_only, run_to_end
 from tests.spark.test_kv_sink import make_bucket, revisions, values
 
 
@@ -75,19 +75,8 @@ def test_a_query_restarted_before_its_commit_log_skips_the_batch_written(
     sink = kv_sink(url, bucket="KVCQ", commit_bucket="KVCQREC")
 
     def run() -> str:
-        q = (
-            spark.readStream.schema("key string, value string")
-            .parquet(str(src))
-            .writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(ckpt))
-            .trigger(availableNow=True)
-            .start()
-        )
-        try:
-            assert q.awaitTermination(240), "the query did not finish in 240 s"
-        finally:
-            q.stop()
-        return str(q.id)
+        df = spark.readStream.schema("key string, value string").parquet(str(src))
+        return run_to_end(df.writeStream.foreachBatch(sink), ckpt)
 
     query_id = run()
     assert _record(url, "KVCQREC", query_id) == {"batch": 0}  # named after the query
@@ -115,3 +104,47 @@ def test_commit_records_refused_where_they_cannot_be_kept(
     with pytest.raises(SparkConfigError, match=r"id_prefix='a b' cannot name a commit record"):
         kv_sink(url, bucket="KVCB", commit_bucket="KVCB", id_prefix="a b")
     assert revisions(url, "KVCB") == 0
+
+
+def test_the_kv_format_skips_a_batch_written_whole_before(
+    spark: Any, module_nats_server: NatsServer, tmp_path: Path
+) -> None:
+    url = module_nats_server.url
+    make_bucket(url, "KVCF")
+    make_bucket(url, "KVCFREC")
+    src = tmp_path / "in"
+    _frame(spark, "f", 100).write.parquet(str(src))
+    ckpt = tmp_path / "ckpt"
+
+    def run() -> str:
+        df = spark.readStream.schema("key string, value string").parquet(str(src))
+        writer = (
+            df.writeStream.format("jetstream-kv")
+            .option("servers", url)
+            .option("bucket", "KVCF")
+            .option("commit_bucket", "KVCFREC")
+        )
+        return run_to_end(writer, ckpt)
+
+    query_id = run()
+    assert _record(url, "KVCFREC", query_id) == {"batch": 0}
+    written, stored = values(url, "KVCF"), revisions(url, "KVCF")
+    assert len(written) == 10
+    for f in (ckpt / "commits").iterdir():
+        f.unlink()
+    assert run() == query_id
+    assert (values(url, "KVCF"), revisions(url, "KVCF")) == (written, stored)
+    # a batch write is recorded under its job_id: the same job again puts nothing
+    batch = _frame(spark, "b", 10).write.format("jetstream-kv").mode("append")
+    batch = batch.option("servers", url).option("bucket", "KVCF")
+    batch = batch.option("commit_bucket", "KVCFREC")
+    with pytest.raises(Exception, match=r"commit_bucket needs option job_id"):
+        batch.save()
+    batch.option("job_id", "nightly").save()
+    assert values(url, "KVCF")["k3"] == b"b-3"
+    stored = revisions(url, "KVCF")
+    _frame(spark, "c", 10).write.format("jetstream-kv").mode("append").option(
+        "servers", url
+    ).option("bucket", "KVCF").option("commit_bucket", "KVCFREC").option("job_id", "nightly").save()
+    assert revisions(url, "KVCF") == stored
+    assert values(url, "KVCF")["k3"] == b"b-3"
