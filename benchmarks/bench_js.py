@@ -13,9 +13,10 @@ Workloads (one embedded nats-server, memory storage):
   batch's acks formatted together into one buffered write); the other clients have no
   such call (nats.go neither), so they are n/a there;
 - fetch+ack_sync batch 500: the same in batches of 500, each message acked with a
-  confirmed ack, the 500 confirmations awaited together (ours: ``ack_sync_all``, one
-  wait for the batch; the Python peers: their per-message call, gathered; nats.go: a
-  goroutine a message);
+  confirmed ack, the 500 confirmations awaited together, as users write it: one
+  ``ack_sync()`` a message, gathered (``asyncio.gather``; nats.go: a goroutine a
+  message); fetch+ack_sync_all batch 500 beside it, ours only: a batch's confirmed acks
+  in one ``ack_sync_all`` (one wait for the batch);
 - messages()+ack: N stored messages through continuous pull (nats-py: fetch loop);
 - ordered replay: N stored messages through an ordered consumer: ours pull-based (the
   default), asking for ``--pull`` (500) messages a pull, as natsio and nats-core do (the
@@ -118,7 +119,8 @@ class Ours:
     ) -> float:
         """Fetch ``n`` messages ``batch`` at a time and ack each: one ``await msg.ack()``
         a message (the headline), with ``ack_all`` a ``jetstream.ack_all`` a batch, with
-        ``confirmed`` a ``jetstream.ack_sync_all`` a batch."""
+        ``confirmed`` an ``ack_sync()`` a message gathered, with both a
+        ``jetstream.ack_sync_all`` a batch."""
         await self.fresh_stream(n)
         stream = await self.js.stream("BENCH")
         c = await stream.create_consumer(ConsumerConfig(durable_name="b", max_ack_pending=-1))
@@ -126,8 +128,10 @@ class Ours:
         got = 0
         while got < n:
             msgs = await c.fetch(min(batch, n - got), expires=5)
-            if confirmed:
+            if confirmed and ack_all:
                 await jetstream.ack_sync_all(msgs)
+            elif confirmed:
+                await asyncio.gather(*(m.ack_sync() for m in msgs))
             elif ack_all:
                 await jetstream.ack_all(msgs)
             else:
@@ -324,7 +328,14 @@ async def main_async(args: Any) -> list[Measurement]:
                         n,
                         (lambda: impl.fetch_ack(n, 500, ack_all=True)) if ours else None,
                     ),
+                    # one ``ack_sync()`` a message, gathered, every client; then ours in
+                    # one ``ack_sync_all`` a batch
                     ("fetch+ack_sync batch 500", n, lambda: impl.fetch_ack(n, 500, True)),
+                    (
+                        "fetch+ack_sync_all batch 500",
+                        n,
+                        (lambda: impl.fetch_ack(n, 500, True, True)) if ours else None,
+                    ),
                     ("messages()+ack", n, lambda: impl.messages_ack(n)),
                     ("ordered replay", n, lambda: impl.ordered(n, pull)),
                     (

@@ -83,6 +83,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=5000, help="requests for latency")
     parser.add_argument("--size", type=int, default=64, help="object size in MiB")
     parser.add_argument("--only", default="", help="families: core,js,kv,obj (default all)")
+    parser.add_argument("--match", default="", help="only the workloads whose name has this")
     parser.add_argument("--gopath", default=os.environ.get("NATS_GO_GOPATH", DEBIAN_GOPATH))
     parser.add_argument("--cpu", action="store_true", help="client/server CPU per op (stderr)")
     args = parser.parse_args()
@@ -95,6 +96,7 @@ def main() -> int:
             f"-size={args.size}",
             f"-repeat={args.repeat}",
             f"-only={args.only}",
+            f"-match={args.match}",
         ],
         args.gopath,
         args.cpu,

@@ -194,17 +194,31 @@ class JsMsg(Msg, gc=False):
                 consumer's state of a moment before) never confirms it, and delivers the
                 message again to a later pull.
         """
-        client, reply = self._confirmable()
+        client = self._client
+        reply = self.reply
+        if self._acked or not reply or client is None:
+            client, reply = self._confirmable()  # raises
         wait = 5.0 if timeout is None else timeout
         # The ack subject came from the server: written as it is, not validated or cached
-        # (like the plain acks).
+        # (like the plain acks). No coroutine but this one: the request is written and
+        # its reply's future awaited here.
+        inbox, fut = client.request_nowait(reply, "+ACK", wait)
         try:
-            await client.request_raw(reply, _ACK, wait, None, b"PUB %b " % reply.encode())
-        except NatsTimeoutError:
-            raise NatsTimeoutError(
-                f"the ack of the message on {self.subject!r} was not confirmed within "
-                f"{wait}s{_UNCONFIRMED}"
-            ) from None
+            if client.write_paused:
+                await client.wait_writable()
+            answer = await fut
+        except BaseException as exc:
+            client.forget_requests((inbox,))
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # failed while we were cancelled: retrieved, not logged
+            if isinstance(exc, NatsTimeoutError):
+                raise NatsTimeoutError(
+                    f"the ack of the message on {self.subject!r} was not confirmed within "
+                    f"{wait}s{_UNCONFIRMED}"
+                ) from None
+            raise
+        if answer.status == 503:
+            raise NoRespondersError(f"no responders on {reply!r}")
         self._acked = True
 
     def _confirmable(self) -> tuple[Client, str]:

@@ -37,6 +37,7 @@ var (
 	objMiB   = flag.Int("size", 64, "object size in MiB")
 	repeat   = flag.Int("repeat", 5, "runs per measurement (best kept)")
 	only     = flag.String("only", "", "families to run: core,js,kv,obj (all when empty)")
+	match    = flag.String("match", "", "run only the workloads whose name has this")
 	window   = flag.Int("window", 256, "publish_async: outstanding acks")
 	srvPid   = flag.Int("server-pid", 0, "the server's pid: print CPU per op (stderr) when set")
 	respSubj = flag.String("responder", "", "run only an echo responder on this subject")
@@ -99,6 +100,9 @@ func start() time.Time {
 }
 
 func best(workload string, ops int, nbytes int, fn func() time.Duration) {
+	if *match != "" && !strings.Contains(workload, *match) {
+		return
+	}
 	min := math.Inf(1)
 	var cpu []float64
 	for i := 0; i < *repeat; i++ {

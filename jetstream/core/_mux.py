@@ -74,10 +74,23 @@ class RequestMux:
         self.due = math.inf
         self._timer: asyncio.TimerHandle | None = None
 
+    # A reply takes its request out of ``waiters``; a caller pops its own entry when
+    # it gives up first (a timeout, a cancel, a failure).
+
     def _deliver(self, op: Msg) -> None:
-        w = self.waiters.get(op.subject[self.cut :])
+        w = self.waiters.pop(op.subject[self.cut :], None)
         if w is not None and not w[0].done():
             w[0].set_result(op)
+
+    def _deliver_many(self, ops: list[Msg], size: int) -> bool:
+        """``_deliver`` of each op of a feed (all of them replies), in one call."""
+        pop = self.waiters.pop
+        cut = self.cut
+        for op in ops:
+            w = pop(op.subject[cut:], None)
+            if w is not None and not w[0].done():
+                w[0].set_result(op)
+        return True
 
     def add_each(self, subjects: Sequence[str], waiter: Waiter, timeout: float) -> list[str]:
         """Register a request to each of ``subjects``, all answered to ``waiter`` (which

@@ -363,6 +363,43 @@ class Client(NumberedWrites):
             raise NoRespondersError(f"no responders on {subject!r}")
         return msg
 
+    def request_nowait(
+        self, subject: str, body: str, timeout: float
+    ) -> tuple[str, asyncio.Future[Msg]]:
+        """Write a request of the text ``body`` to ``subject`` (a subject the server
+        gave us: not validated), and return its reply subject and the future of its
+        reply, which fails with ``TimeoutError`` after ``timeout`` seconds. A reply
+        takes the request off the client's; a caller that gives up on it first (a
+        timeout, a cancel) drops it with ``forget_requests``. No coroutine: a confirmed
+        ack's request costs its future, its entry and its formatted write.
+
+        Raises:
+            ConnectionClosedError: the client is closed (nothing is written).
+        """
+        if self._state is _State.CLOSED:
+            raise ConnectionClosedError("the connection is closed")
+        mux = self._mux or self._request_mux()
+        loop = self._loop
+        token = str(next(mux.tokens))
+        inbox = mux.prefix + token
+        fut: asyncio.Future[Msg] = asyncio.Future(loop=loop)
+        deadline = loop.time() + timeout
+        waiters = mux.waiters
+        waiters[token] = (fut, deadline, subject, timeout)
+        if deadline < mux.due:
+            mux.arm(deadline)
+        size = len(body)
+        self._wbuf += f"PUB {subject} {inbox} {size}\r\n{body}\r\n".encode()
+        self._out_msgs += 1
+        self._out_bytes += size
+        if len(waiters) == 1 or len(self._wbuf) >= FLUSH_THRESHOLD:
+            # a lone request is written now (see request_raw)
+            self.flush_now()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush_cb)
+        return inbox, fut
+
     def request_each(
         self, subjects: Sequence[str], data: bytes, waiter: Waiter, timeout: float
     ) -> list[str]:

@@ -87,3 +87,61 @@ async def test_a_closed_client_refuses_before_sending(nats_url: str) -> None:
     with pytest.raises(jetstream.ConnectionClosedError):
         await ack_sync_all(msgs)
     assert not msgs[0].acked
+
+
+# ``ack_sync`` a message, gathered as users write it: each is its own request, and
+# answers, fails or is given up on by itself
+
+
+async def test_gathered_ack_syncs_each_confirm_or_time_out_alone(nc: Client) -> None:
+    """Against a responder that confirms every other ack, each gathered ``ack_sync``
+    returns or raises its own timeout; answered requests leave at once, the others
+    when they time out: nothing is left waiting."""
+
+    async def half(msg: jetstream.Msg) -> None:
+        if int(msg.subject.rsplit(".", 1)[1]) % 2 == 0 and msg.reply:
+            await nc.publish(msg.reply, b"")
+
+    sub = await nc.subscribe("each.*", cb=half)
+    await nc.flush()
+    msgs = [nc.msg_class(JsMsg)("work", 0, f"each.{i}", b"") for i in range(10)]
+    got = await asyncio.gather(*(m.ack_sync(timeout=0.5) for m in msgs), return_exceptions=True)
+    for i, (msg, res) in enumerate(zip(msgs, got, strict=True)):
+        if i % 2 == 0:
+            assert res is None and msg.acked
+        else:
+            assert isinstance(res, jetstream.TimeoutError) and not msg.acked
+            assert "the ack of the message on 'work' was not confirmed within 0.5s" in str(res)
+    assert nc.pending_requests == 0
+    with pytest.raises(jetstream.MsgAlreadyAckedError, match="already acknowledged"):
+        await msgs[0].ack_sync()
+    await sub.unsubscribe()
+
+
+async def test_cancelled_ack_syncs_leave_nothing_behind(nc: Client) -> None:
+    sink = await nc.subscribe("sunk.*")  # takes the acks, never answers
+    await nc.flush()
+    msgs = [nc.msg_class(JsMsg)("work", 0, f"sunk.{i}", b"") for i in range(20)]
+    task = asyncio.ensure_future(asyncio.gather(*(m.ack_sync(timeout=30) for m in msgs)))
+    async with asyncio.timeout(10):  # every ack out and awaited
+        while nc.pending_requests < 20:
+            await asyncio.sleep(0.01)
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert nc.pending_requests == 0
+    assert not any(m.acked for m in msgs)
+    await sink.unsubscribe()
+
+
+async def test_an_ack_sync_nobody_answers_and_a_closed_client(nats_url: str) -> None:
+    nc = await jetstream.connect(nats_url)
+    lost = nc.msg_class(JsMsg)("work", 0, "nobody.listens", b"")
+    with pytest.raises(NoRespondersError, match=r"no responders on 'nobody\.listens'"):
+        await lost.ack_sync(timeout=5)
+    assert not lost.acked and nc.pending_requests == 0
+    await nc.close()
+    with pytest.raises(jetstream.ConnectionClosedError, match="closed"):
+        await lost.ack_sync()
+    assert not lost.acked
