@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._retry import Backoff
 from ..errors import BadBucketError, BadNameError, BucketNotFoundError, NatsError
 from ..kv import validate_bucket, validate_key
 from ._common import (
@@ -282,10 +281,7 @@ class _Puts:
         """Write a key whose write was not confirmed again, one attempt at a time, each
         awaited (the same value: if the first was stored after all, the key only gets
         one more revision); None once confirmed, else the last error."""
-        backoff = Backoff(None)
-        for attempt in range(self.t.retries):
-            if attempt:
-                await backoff.pause()  # a moment for what failed it (an election) to pass
+        for _ in range(self.t.retries):
             self.retried += 1
             try:
                 if value is None:
