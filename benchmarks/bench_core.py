@@ -386,6 +386,8 @@ async def main_async(args: Any) -> list[Measurement]:
             ("pub->sub", n // 4, pubsub_ours, pubsub_natspy, "pubsub"),
         ):
             for size, label in ((16, "16 B"), (1024, "1 KiB")):
+                if args.only not in f"{kind} {label}":
+                    continue
                 p = b"x" * size
                 runs: dict[str, Callable[[], Awaitable[float]]] = {
                     "jetstream": partial(ours, url, count, p),
@@ -415,6 +417,8 @@ async def main_async(args: Any) -> list[Measurement]:
                             *cpu.get(impl, (None, None)),
                         )
                     )
+        if args.only and args.only not in HERE + APART:
+            return results
         # requests in rounds, taking turns, so that a busy spell hits every client; the
         # responder in this process, then in a second process started once for all rounds
         rounds = max(1, args.repeat)
@@ -455,7 +459,7 @@ async def main_async(args: Any) -> list[Measurement]:
             f"{on_loop * 1e6:.0f} us"
         )
         results.append(Measurement("request p50 (1/latency)", CLIENT_FLOOR, on_loop, 1))
-        if not args.no_ws:
+        if not args.no_ws and not args.only:
             results += await websocket_rows(server, args)
     return results
 
@@ -468,6 +472,9 @@ def main() -> None:
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     parser.add_argument("--cpu", action="store_true", help="client/server CPU per message")
     parser.add_argument("--no-ws", action="store_true", help="no rows over WebSocket")
+    parser.add_argument(
+        "--only", default="", help="only the publish and pub->sub rows whose name has this"
+    )
     args = parser.parse_args()
     results = run_on_loop(main_async(args), args.loop)
     report(
