@@ -13,7 +13,10 @@ message:
   ``publish_async`` window with no future per row, an ``AckTracker`` hearing of each
   ack or failure; ``msg_id_headers`` makes the headers of a row with a message id
   (as ``publish(..., msg_id=...)`` sends them); ``abandon_publishes`` fails what still
-  waits for its ack, for a writer that gives up and will publish those rows again.
+  waits for its ack, for a writer that gives up and will publish those rows again;
+- **retrying until a deadline**: ``Backoff``, the pauses between the attempts of a call
+  that ends at a deadline (from about 50 ms, doubling to about 1 s, with jitter), the
+  one retry helper of the package, for an integration's own resends.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ._pubasync import AckTracker
 from ._publish import Publishing
 from ._pull import PullOptions
+from ._retry import Backoff
 from .errors import TimeoutError as NatsTimeoutError
 from .ordered import OrderedConsumer, OrderedStream
 from .protocol.headers import HeadersLike
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AckTracker",
+    "Backoff",
     "abandon_publishes",
     "msg_id_headers",
     "ordered_runs",

@@ -260,14 +260,8 @@ class JetStreamApiError(JetStreamError):
 
 
 class JetStreamNotEnabledError(JetStreamApiError, err_codes=(10076, 10039)):
-    """JetStream is not enabled on the server or for the account.
-
-    Also raised when no server answered a JetStream API request at all (the request's
-    503 "no responders"), as nats.go's ``jetstream`` package returns
-    ``ErrJetStreamNotEnabled`` there: 10076 is the code the server itself gives for a
-    JetStream that is off. Direct gets retry on it until their deadline, since a stream's
-    replicas can be briefly without a responder while a leader is elected.
-    """
+    """JetStream is not enabled on the server or for the account; also what an API
+    request nothing answered (503) raises, as in nats.go (10076: the server's code)."""
 
 
 class StreamNotFoundError(JetStreamApiError, err_codes=(10059,)):
