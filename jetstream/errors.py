@@ -260,8 +260,7 @@ class JetStreamApiError(JetStreamError):
 
 
 class JetStreamNotEnabledError(JetStreamApiError, err_codes=(10076, 10039)):
-    """JetStream is not enabled on the server or for the account; also what an API
-    request nothing answered (503) raises, as in nats.go (10076: the server's code)."""
+    """JetStream is off for the account, or nothing answered an API request (as nats.go)."""
 
 
 class StreamNotFoundError(JetStreamApiError, err_codes=(10059,)):
