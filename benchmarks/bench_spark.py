@@ -17,6 +17,7 @@ with ``trigger(availableNow=True)``), each into a fresh memory stream with a dup
 window, on one embedded nats-server and local Spark (``local[2]``):
 
 - jetstream: ``foreach_batch_sink`` (executors publish with ``publish_async``, msg ids);
+- jetstream, commits: the same with ``commit_subject`` (atomic chunks with markers);
 - nats-py: the usual driver-side foreachBatch: ``collect()`` the batch, then publish every
   row with nats-py's ``publish_async`` (msg ids too) and wait for all acks;
 - spark alone: the same query into the ``noop`` format (what Spark costs by itself).
@@ -242,19 +243,26 @@ def bench_sink(spark: Any, url: str, args: Any, tmp: Path) -> list[Measurement]:
     spark.range(n).selectExpr(
         "id", f"rpad(cast(id as string), {ROW_BYTES}, 'x') as value"
     ).repartition(4).write.parquet(str(src))
+    commits = foreach_batch_sink(
+        url, subject=SUBJECT, stream=STREAM, commit_subject=f"{SUBJECT}.commits"
+    )
     runs: list[tuple[str, Any]] = [
         ("spark alone", noop_batch),
         ("jetstream", foreach_batch_sink(url, subject=SUBJECT, stream=STREAM)),
         ("nats-py", nats_py_batch(url)),
+        ("jetstream, commits", commits),
     ]
     best: dict[str, float] = {}
     # rounds taking turns: a busy spell of the machine hits every client alike
     for _ in range(max(1, args.repeat)):
         for impl, fn in runs:
-            fresh_stream(url)
+            if fn is commits:
+                fresh_stream(url, STREAM, SUBJECT, f"{SUBJECT}.commits.>", allow_atomic=True)
+            else:
+                fresh_stream(url)
             seconds = run_query(spark, src, fn, tmp / "ckpt")
             if impl != "spark alone":
-                got = stored(url)
+                got = stored(url, STREAM, SUBJECT)
                 assert got == n, f"{impl}: stream holds {got} messages, not {n}"
             print(f"{impl}: {n / seconds:,.0f} rows/s ({seconds:.1f} s)", flush=True)
             best[impl] = min(best.get(impl, seconds), seconds)
