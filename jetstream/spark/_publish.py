@@ -7,6 +7,9 @@ through ``publish_async`` with a bounded window, over the connection the process
 for the target's settings (``_pool``); every PubAck is checked, rows whose publish failed
 are sent once more each with the same id, and a partition that still cannot confirm all
 its rows fails its task.
+
+With the target's ``commit_subject`` the rows carry no id: ``_commits.Committer`` sends
+them in atomic chunks closed by markers, exactly once at any distance in time.
 """
 
 from __future__ import annotations

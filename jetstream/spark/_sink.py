@@ -14,6 +14,10 @@ do not depend on it), each over its Python worker's connection (``_pool``), see
 collects the batch to the driver and publishes from there (small batches; no executor
 round trip). The same code runs in a classic session and under Spark Connect, where the
 foreachBatch function runs on the Connect server.
+
+With ``commit_subject`` the rows are not named by id: each partition's rows go out in
+atomic batches closed by a commit marker (``_commits``), stored once whatever time has
+passed, with no duplicate window.
 """
 
 from __future__ import annotations
