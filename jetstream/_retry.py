@@ -19,6 +19,10 @@ import asyncio
 import math
 import random
 
+# a generator of its own: the jitter neither moves nor follows the global `random`
+# state that an application (or a test framework) seeds
+_rng = random.Random()
+
 __all__ = [
     "ATTEMPT_CAP",
     "RETRY_BASE",
@@ -36,7 +40,7 @@ ATTEMPT_CAP = 2.0
 def retry_delay(attempt: int, base: float = RETRY_BASE, cap: float = RETRY_CAP) -> float:
     """Seconds to wait after failed attempt number ``attempt`` (1 for the first)."""
     top = min(cap, base * (1 << min(max(attempt - 1, 0), 16)))
-    return random.uniform(top / 2, top)
+    return _rng.uniform(top / 2, top)
 
 
 def attempt_timeout(total: float) -> float:

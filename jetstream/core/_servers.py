@@ -10,6 +10,10 @@ from urllib.parse import unquote, urlsplit
 
 from ._ws import require_websocket
 
+# a generator of its own: the shuffles and jitter neither move nor follow the global `random`
+# state that an application (or a test framework) seeds
+_rng = random.Random()
+
 __all__ = ["EXPECTED_FORM", "Server", "ServerPool", "parse_server"]
 
 DEFAULT_PORT = 4222
@@ -178,7 +182,7 @@ class ServerPool:
             raise ValueError(f"no server given; {EXPECTED_FORM}")
         require_websocket(urls)
         if randomize:
-            random.shuffle(servers)
+            _rng.shuffle(servers)
         self.servers: list[Server] = []
         for s in servers:
             if self._find(s.key) is None:
@@ -233,7 +237,7 @@ class ServerPool:
             return None, 0.0
         delay = max(wait - (now - server.last_attempt), 0.0)
         if delay > 0:
-            delay += random.random() * jitter(server)
+            delay += _rng.random() * jitter(server)
         return server, delay
 
     def add_discovered(self, urls: Iterable[str], *, template: Server | None) -> list[Server]:
@@ -252,7 +256,7 @@ class ServerPool:
             added.append(s)
         if added:
             if self.randomize:
-                random.shuffle(added)
+                _rng.shuffle(added)
             self.servers.extend(added)
         return added
 

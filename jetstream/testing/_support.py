@@ -20,6 +20,10 @@ from pathlib import Path
 
 from ..errors import NatsError
 
+# a generator of its own: the ports neither move nor follow the global `random`
+# state that an application (or a test framework) seeds
+_rng = random.Random()
+
 __all__ = ["LOOPBACK", "ClusterOptions", "EmbeddedServerError", "find_nats_server"]
 
 LOOPBACK = "127.0.0.1"
@@ -87,7 +91,7 @@ def _free_ports(count: int) -> list[int]:
         attempts = 0
         while len(held) < count:
             attempts += 1
-            port = random.randrange(*_PORT_RANGE) if attempts < 200 else 0
+            port = _rng.randrange(*_PORT_RANGE) if attempts < 200 else 0
             if port in _handed_out:
                 continue
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
