@@ -35,6 +35,7 @@ from typing import Any
 
 import msgspec
 
+from ..bulk import Backoff
 from ..errors import (
     ConnectionClosedError,
     JetStreamApiError,
@@ -183,13 +184,11 @@ class Committer:
             *rows,
             (marker, msgspec.json.encode({"rows": n}), _MARKER_HDR),
         ]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.write_timeout
-        pause = 0.05
+        backoff = Backoff.within(self.write_timeout)
         while True:
             try:
                 ack = await self.js.publish_batch(
-                    msgs, timeout=max(min(self.js.timeout, deadline - loop.time()), 0.05)
+                    msgs, timeout=max(min(self.js.timeout, backoff.left()), 0.05)
                 )
             except WrongLastSequenceError:
                 # the marker is there: this chunk was stored before, whole
@@ -219,13 +218,12 @@ class Committer:
                 self.last_seq = max(self.last_seq, last)
                 return
             # not confirmed: stored whole or not at all; sent again, the marker tells
-            if loop.time() + pause >= deadline:
+            pause = backoff.next_pause()
+            if pause is None:
                 raise SparkWriteError(
                     f"the chunk of {n} rows committed by {marker!r} was not confirmed by "
                     f"the stream within write_timeout ({self.write_timeout:g}s): {cause}; "
                     f"Spark will retry it"
                 )
             self.retried += 1
-            # (jetstream's Backoff is private to the core: a doubling pause of its own)
             await asyncio.sleep(pause)
-            pause = min(pause * 2, 1.0)

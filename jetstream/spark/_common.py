@@ -9,13 +9,13 @@ import difflib
 import inspect
 import logging
 import os
-import random
 import re
 import threading
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..bulk import Backoff
 from ..errors import (
     ConnectionClosedError,
     JetStreamNotEnabledError,
@@ -424,24 +424,21 @@ async def patiently(what: str, timeout: float, attempt: Callable[[], Awaitable[T
     """``await attempt()`` until it succeeds, waiting through ``transient`` failures
     with backoff for up to ``timeout`` seconds; then ``SparkReadTimeoutError`` saying
     ``what`` was being done and the last failure. Any other error is raised at once."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    tries = 0
+    backoff = Backoff.within(timeout, cap=2.0)
     while True:
         try:
             return await attempt()
         except Exception as exc:
             if not transient(exc):
                 raise
-            tries += 1
-            left = deadline - loop.time()
-            if left <= 0:
+            pause = backoff.next_pause()
+            if pause is None:
                 raise SparkReadTimeoutError(
                     f"{what}: no answer from NATS within {timeout:g}s (option "
                     f"read_timeout); last failure: {exc or type(exc).__name__}"
                 ) from exc
-            if tries == 1:
-                log.warning("%s: %s; waiting up to %.0fs", what, exc or type(exc).__name__, left)
-            # backoff from 50 ms doubling to 2 s, with jitter
-            top = min(2.0, 0.05 * (1 << min(tries, 6)))
-            await asyncio.sleep(min(random.uniform(top / 2, top), left))
+            if backoff.failed == 1:
+                log.warning(
+                    "%s: %s; waiting up to %.0fs", what, exc or type(exc).__name__, backoff.left()
+                )
+            await asyncio.sleep(pause)

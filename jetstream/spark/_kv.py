@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..bulk import Backoff
 from ..errors import BadBucketError, BadNameError, BucketNotFoundError, NatsError
 from ..kv import validate_bucket, validate_key
 from ._common import (
@@ -44,8 +45,8 @@ from ._common import (
 )
 from ._kvcommits import check_commit_bucket, check_record_name, last_batch, record_batch
 from ._pool import lease, run_pooled
-from ._publish import is_payload_type
 from ._query import active_query_ids
+from ._target import is_payload_type
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -280,8 +281,12 @@ class _Puts:
     ) -> BaseException | None:
         """Write a key whose write was not confirmed again, one attempt at a time, each
         awaited (the same value: if the first was stored after all, the key only gets
-        one more revision); None once confirmed, else the last error."""
+        one more revision), a ``Backoff`` pause before each (a write that failed is most
+        often in an election, which a write at once meets again); None once confirmed,
+        else the last error."""
+        backoff = Backoff(None)
         for _ in range(self.t.retries):
+            await backoff.pause()
             self.retried += 1
             try:
                 if value is None:

@@ -37,17 +37,10 @@ from ._common import (
     task_slots,
 )
 from ._pool import run_pooled
-from ._publish import (
-    ROW_COL,
-    PartitionResult,
-    Target,
-    check_columns,
-    check_stream,
-    new_target,
-    write_batches,
-)
-from ._publish import trace_headers as check_trace_headers
+from ._publish import ROW_COL, PartitionResult, write_batches
 from ._query import active_query_ids
+from ._target import Target, check_columns, check_stream, new_target
+from ._target import trace_headers as check_trace_headers
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -72,7 +72,8 @@ from ._common import (
 from ._options import WRITE_OPTIONS, check_options
 from ._plan import duration_option
 from ._pool import run_pooled
-from ._publish import Target, check_columns, check_stream, new_target, write_batches
+from ._publish import write_batches
+from ._target import Target, check_columns, check_stream, new_target
 
 if TYPE_CHECKING:
     import pyarrow as pa

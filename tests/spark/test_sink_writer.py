@@ -14,8 +14,8 @@ from jetstream.api import StorageType
 from jetstream.embedded import NatsServer
 from jetstream.spark import SparkWriteError
 from jetstream.spark._common import ConnectSpec
-from jetstream.spark._publish import Target as _Target
 from jetstream.spark._publish import _PartitionWriter
+from jetstream.spark._target import Target as _Target
 
 pytestmark = pytest.mark.asyncio
 
