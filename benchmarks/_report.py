@@ -254,11 +254,12 @@ async def race_workloads(
     """Time the same workloads of several implementations, taking turns within each
     workload (ours, theirs, ours, ...), so that a machine busy for a while slows every
     contender alike; prints each best rate as it comes. The implementations must list
-    the same workload labels, in the same order."""
+    the same workload labels, in the same order. ``only``: the workloads whose label
+    has it, or one of its ``|``-separated parts."""
     lists = list(impls.values())
     out: list[Measurement] = []
     for k, (label, ops, _) in enumerate(lists[0]):
-        if only and only not in label:
+        if only and not any(part in label for part in only.split("|")):
             continue
         runs = {name: wl[k][2] for name, wl in impls.items() if wl[k][2] is not None}
         for name in impls:

@@ -186,7 +186,9 @@ class BatchParser:
         ctl = lines[first:end:stride]
         payloads = lines[first + stride - 1 : end : stride]
         if stride == 2:
-            if ctl.count(ctl[0]) == count:
+            same = ctl.count(ctl[0])
+            done = 0
+            if same == count:
                 # A run of identical MSG control lines (one subject, sid, reply and
                 # size: a steady feed): parse the line once, as the op-by-op loop would.
                 done = self._same_line_run(head, ctl[0], payloads, count, ops)
@@ -194,10 +196,14 @@ class BatchParser:
                 # One subject, sid and size, a reply subject each: a JetStream consumer's
                 # deliveries (each ack subject is different).
                 pass
-            else:
+            elif same > 1:
                 # A few lines repeating (a wildcard subscription over some subjects):
                 # parse each distinct line once.
                 done = self._repeated_lines_run(ctl, payloads, count, ops)
+            else:
+                # Each line unique, with a subject or a reply subject of its own, for
+                # one sid (a KeyValue watch's deliveries, the replies of requests).
+                done = self._text_run(head, ctl, payloads, count, ops)
             if done:
                 return done
         # Split all control lines at once, with a b"\0" field between lines: as no
@@ -306,6 +312,8 @@ class BatchParser:
             return 0
         prefix = b"MSG %b %b " % (head[1], sid_b)
         suffix = b" " + size_b
+        if not ctl[-1].startswith(prefix):
+            return 0  # not one subject (a KeyValue watch's deliveries): no join made
         whole = b"\n".join(ctl)
         if not (whole.isascii() and whole.startswith(prefix) and whole.endswith(suffix)):
             return 0
@@ -334,6 +342,56 @@ class BatchParser:
         )
         self._note_run(ops, count, sid, count * size)
         return len(whole) + 1 + count * (size + 3)
+
+    def _text_run(
+        self, head: list[bytes], ctl: list[bytes], payloads: list[bytes], count: int, ops: list[Op]
+    ) -> int:
+        """Parse ``count`` MSG ops for the sid of the first (split: ``head``), each line
+        ``MSG <subject> <sid> [<reply>] <size>`` with single spaces.
+
+        The lines are joined with a NUL field between them and decoded once (ASCII
+        only), then split at their spaces: the subjects and replies are the strings of
+        that one split, with no decode of their own. As in the general path, the NUL
+        fields landing on every ``width + 1``-th place make every line ``width`` fields
+        long. Returns the bytes consumed, or 0 when the run is not exactly what the
+        op-by-op loop would accept (then the general path decides).
+        """
+        width = len(head)
+        sid_b = head[2]
+        if not sid_b.isdigit():
+            return 0
+        joined = _SEP.join(ctl)
+        if not joined.isascii():
+            return 0
+        text = joined.decode()
+        if "\n" in text or any(map(text.__contains__, _OTHER_WHITESPACE)):
+            return 0
+        fields = text.split(" ")
+        step = width + 1
+        lens = list(map(len, payloads))
+        size = lens[0]
+        if (
+            len(fields) != count * step - 1
+            or fields[width::step].count("\0") != count - 1
+            or text.count("\0") != count - 1
+            or fields[0::step].count("MSG") != count
+            or fields[2::step].count(sid_b.decode()) != count
+            or fields.count("")
+            or max(map(len, ctl)) > self.max_control_line
+        ):
+            return 0
+        sizes = fields[width - 1 :: step]
+        if lens.count(size) == count:
+            if sizes.count(str(size)) != count or size > self.max_payload:
+                return 0
+        elif " ".join(sizes) != " ".join(map(str, lens)) or max(lens) > self.max_payload:
+            return 0
+        sid = int(sid_b)
+        replies = fields[3::step] if width == 5 else repeat(None, count)
+        ops.extend(map(self._cls(sid), fields[1::step], repeat(sid, count), replies, payloads))
+        nbytes = sum(lens)
+        self._note_run(ops, count, sid, nbytes)
+        return len(joined) - 3 * (count - 1) + nbytes + 4 * count
 
     def _repeated_lines_run(
         self, ctl: list[bytes], payloads: list[bytes], count: int, ops: list[Op]

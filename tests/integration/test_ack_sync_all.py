@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 import pytest
 
@@ -63,11 +64,19 @@ async def test_a_timeout_marks_only_the_confirmed(nc: Client) -> None:
     await sub.unsubscribe()
 
 
-async def test_cancelled_leaves_nothing_behind(nc: Client) -> None:
+@pytest.mark.parametrize("each", [False, True], ids=["ack_sync_all", "ack_sync_gathered"])
+async def test_cancelled_leaves_nothing_behind(nc: Client, each: bool) -> None:
+    """Cancelled while waiting, the batch's requests (or each ``ack_sync``'s, gathered)
+    are all dropped, and no message counts as acknowledged."""
     sink = await nc.subscribe("sink.*")  # takes the acks, never answers
     await nc.flush()
     msgs = [nc.msg_class(JsMsg)("work", 0, f"sink.{i}", b"") for i in range(20)]
-    task = asyncio.create_task(ack_sync_all(msgs, timeout=30))
+    confirming: Awaitable[object] = (
+        asyncio.gather(*(m.ack_sync(timeout=30) for m in msgs))
+        if each
+        else ack_sync_all(msgs, timeout=30)
+    )
+    task = asyncio.ensure_future(confirming)
     async with asyncio.timeout(10):  # every ack out and awaited
         while nc.pending_requests < 20:
             await asyncio.sleep(0.01)
@@ -116,23 +125,6 @@ async def test_gathered_ack_syncs_each_confirm_or_time_out_alone(nc: Client) -> 
     with pytest.raises(jetstream.MsgAlreadyAckedError, match="already acknowledged"):
         await msgs[0].ack_sync()
     await sub.unsubscribe()
-
-
-async def test_cancelled_ack_syncs_leave_nothing_behind(nc: Client) -> None:
-    sink = await nc.subscribe("sunk.*")  # takes the acks, never answers
-    await nc.flush()
-    msgs = [nc.msg_class(JsMsg)("work", 0, f"sunk.{i}", b"") for i in range(20)]
-    task = asyncio.ensure_future(asyncio.gather(*(m.ack_sync(timeout=30) for m in msgs)))
-    async with asyncio.timeout(10):  # every ack out and awaited
-        while nc.pending_requests < 20:
-            await asyncio.sleep(0.01)
-    assert not task.done()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert nc.pending_requests == 0
-    assert not any(m.acked for m in msgs)
-    await sink.unsubscribe()
 
 
 async def test_an_ack_sync_nobody_answers_and_a_closed_client(nats_url: str) -> None:

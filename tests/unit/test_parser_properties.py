@@ -474,3 +474,43 @@ def test_run_pattern_counts_as_the_loop_does(
 def test_stream_fuzz_10k(data: bytes, draw: st.DataObject) -> None:
     """Ops or a ProtocolError, never another exception, never unbounded memory."""
     feed_garbage(data, draw.draw(cuts_for(data)))
+
+
+@st.composite
+def unique_runs(draw: st.DrawFn) -> bytes:
+    """Deliveries with a line each of its own, for one sid (what ``_text_run`` takes): a
+    KeyValue watch's (a subject and an ack subject each, payloads of any size) or the
+    replies of requests (a subject each, no reply), then another op or a piece of one;
+    now and then an odd subject (whitespace, a newline, not ASCII, none) or an odd byte."""
+    sid = draw(st.integers(0, 10**6))
+    count = draw(st.integers(4, 30))
+    with_reply = draw(st.booleans())
+    sizes = draw(st.sampled_from(["same", "any"]))
+    size = draw(st.integers(0, 8))
+    odd = st.sampled_from([b"k\nx", b"k x", b"", b"k\tx", b"k\x0bx", b"\xc3\xa9", b"k\r", b"MSG"])
+    subjects = [b"$KV.B.k.%d" % i for i in range(count)]
+    for i in draw(st.sets(st.integers(0, count - 1), max_size=2)):
+        subjects[i] = draw(odd)
+    out = bytearray()
+    for i, subject in enumerate(subjects):
+        body = b"v" * (size if sizes == "same" else draw(st.integers(0, 8)))
+        reply = b" $JS.ACK.KV_B.c.1.%d.%d.17%d.%d" % (i + 1, i + 1, i, count - i - 1)
+        out += b"MSG %b %d%b %d\r\n%b\r\n" % (
+            subject,
+            sid,
+            reply if with_reply else b"",
+            len(body),
+            body,
+        )
+    out += draw(st.sampled_from([b"", b"PING\r\n", b"MSG other 1 2\r\nxy\r\n", b"MSG a 1 5\r\nab"]))
+    for _ in range(draw(st.integers(0, 2))):
+        out[draw(st.integers(0, len(out) - 1))] = draw(st.integers(0, 255))
+    return bytes(out)
+
+
+@PROPERTY
+@given(unique_runs(), st.data())
+def test_unique_line_runs_batch_and_loop_agree(stream: bytes, data: st.DataObject) -> None:
+    assert outcome(run_whole(stream)) == outcome(run_bytewise(stream))
+    pieces = outcome(_or_none(lambda: feed_pieces(Parser(), stream, data.draw(cuts_for(stream)))))
+    assert pieces == outcome(run_bytewise(stream))

@@ -166,3 +166,17 @@ def test_sids_of_two_classes_in_one_feed_each_get_their_own() -> None:
     assert len(with_types(varied, {1})) == 40
     assert len(with_types(varied, {1, 2})) == 40
     assert len(with_types(varied, set())) == 40
+
+
+def test_deliveries_each_of_a_subject_of_their_own_are_one_run() -> None:
+    # a KeyValue watch's: a subject and an ack subject each, one sid (the text run)
+    feed = b"".join(
+        b"MSG $KV.B.k.%d 9 $JS.ACK.KV_B.c.1.%d.%d.17.%d %d\r\n%b\r\n"
+        % (i, i + 1, i + 1, 40 - i, i % 5, b"v" * (i % 5))
+        for i in range(40)
+    )
+    p = Parser()
+    ops = p.feed(feed)
+    assert [op.subject for op in ops if isinstance(op, Msg)] == [f"$KV.B.k.{i}" for i in range(40)]
+    assert claimed(p, ops)
+    assert (p.run_start, p.run_sid, p.run_bytes) == (0, 9, sum(i % 5 for i in range(40)))
