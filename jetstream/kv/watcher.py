@@ -211,10 +211,9 @@ class KeyWatcher:
         is told by the end of its ack subject."""
         last = self.snapshot_revision
         n = len(run)
-        replies = list(map(_reply_of, run))
-        if replies[0].count(".") == 8:
+        if (run[0].reply or "").count(".") == 8:
             # the v1 layout: the pending count is the last token
-            flags = list(map(str.endswith, replies, repeat(".0")))
+            flags = list(map(str.endswith, map(_reply_of, run), repeat(".0")))
             zero = flags.index(True) if True in flags else n
         else:
             zero = next((i for i, e in enumerate(run) if e.delta == 0), n)
