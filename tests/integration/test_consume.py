@@ -191,6 +191,36 @@ async def test_ordered_consumer_in_order_exactly_once(js: JetStream) -> None:
     assert [int(m.data) for m in await oc.fetch(4, expires=5)] == [501, 502, 503, 504]
 
 
+class Noted(jetstream.Msg):
+    """A message class of a reader's own (the KeyValue watcher's entries are one)."""
+
+    @property
+    def number(self) -> int:
+        return int(self.data)
+
+
+@pytest.mark.parametrize("push", [False, True], ids=["pull", "push"])
+async def test_ordered_messages_of_a_class_of_ones_own(js: JetStream, push: bool) -> None:
+    """``messages(msg_type=...)``: the parser makes the deliveries of that class, in
+    order, across a reset of the consumer."""
+    s = await js.create_stream(StreamConfig(name=f"OT{int(push)}", subjects=[f"ot{int(push)}"]))
+    await publish_many(js, f"ot{int(push)}", 300)
+    oc = await s.ordered_consumer(push=push, heartbeat=0.5)
+    got: list[int] = []
+    async with oc.messages(max_messages=100, msg_type=Noted) as it:
+        async for msg in it:
+            assert isinstance(msg, Noted) and not isinstance(msg, jetstream.JsMsg)
+            got.append(msg.number)
+            if len(got) == 150:
+                assert oc.consumer is not None
+                await s.delete_consumer(oc.consumer.name)  # made again, same class
+                await publish_many(js, f"ot{int(push)}", 100, start=300)
+            if len(got) == 400:
+                break
+    assert got == list(range(400))
+    assert oc.resets >= 1
+
+
 async def test_ordered_consumer_recreates_after_consumer_deleted(js: JetStream) -> None:
     s = await js.create_stream(StreamConfig(name="OD", subjects=["od"]))
     await publish_many(js, "od", 100)
