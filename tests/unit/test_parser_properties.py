@@ -407,20 +407,31 @@ def reply_runs(draw: st.DrawFn) -> bytes:
     replies = draw(st.lists(ack, min_size=8, max_size=30))
     for i in draw(st.sets(st.integers(0, len(replies) - 1), max_size=2)):
         replies[i] = draw(odd)
-    stream = bytearray(
-        b"".join(b"MSG %b %d %b %d\r\n%b\r\n" % (subject, sid, r, len(body), body) for r in replies)
+    stream = b"".join(
+        b"MSG %b %d %b %d\r\n%b\r\n" % (subject, sid, r, len(body), body) for r in replies
     )
+    return with_odd_bytes(draw, stream)
+
+
+def with_odd_bytes(draw: st.DrawFn, stream: bytes) -> bytes:
+    """``stream`` with up to two bytes changed, anywhere."""
+    out = bytearray(stream)
     for _ in range(draw(st.integers(0, 2))):
-        stream[draw(st.integers(0, len(stream) - 1))] = draw(st.integers(0, 255))
-    return bytes(stream)
+        out[draw(st.integers(0, len(out) - 1))] = draw(st.integers(0, 255))
+    return bytes(out)
+
+
+def batch_and_loop_agree(stream: bytes, data: st.DataObject) -> None:
+    """Whole, byte by byte and in pieces, the parser gives the same ops or refuses alike."""
+    assert outcome(run_whole(stream)) == outcome(run_bytewise(stream))
+    pieces = outcome(_or_none(lambda: feed_pieces(Parser(), stream, data.draw(cuts_for(stream)))))
+    assert pieces == outcome(run_bytewise(stream))
 
 
 @PROPERTY
 @given(reply_runs(), st.data())
 def test_reply_runs_batch_and_loop_agree(stream: bytes, data: st.DataObject) -> None:
-    assert outcome(run_whole(stream)) == outcome(run_bytewise(stream))
-    pieces = outcome(_or_none(lambda: feed_pieces(Parser(), stream, data.draw(cuts_for(stream)))))
-    assert pieces == outcome(run_bytewise(stream))
+    batch_and_loop_agree(stream, data)
 
 
 def _or_none(parse: Callable[[], list[Op]]) -> list[Op] | None:
@@ -503,14 +514,10 @@ def unique_runs(draw: st.DrawFn) -> bytes:
             body,
         )
     out += draw(st.sampled_from([b"", b"PING\r\n", b"MSG other 1 2\r\nxy\r\n", b"MSG a 1 5\r\nab"]))
-    for _ in range(draw(st.integers(0, 2))):
-        out[draw(st.integers(0, len(out) - 1))] = draw(st.integers(0, 255))
-    return bytes(out)
+    return with_odd_bytes(draw, bytes(out))
 
 
 @PROPERTY
 @given(unique_runs(), st.data())
 def test_unique_line_runs_batch_and_loop_agree(stream: bytes, data: st.DataObject) -> None:
-    assert outcome(run_whole(stream)) == outcome(run_bytewise(stream))
-    pieces = outcome(_or_none(lambda: feed_pieces(Parser(), stream, data.draw(cuts_for(stream)))))
-    assert pieces == outcome(run_bytewise(stream))
+    batch_and_loop_agree(stream, data)
