@@ -17,8 +17,8 @@ it; docs/design.md, "The core contract", lists them by job):
   ``remove_``), ``server_info``, ``inbox_prefix``, ``connect_timeout``, ``loop``,
   ``report_error``, ``send_ping``, ``count_stranded_nak``, ``tracing``,
   ``use_bulk_parse``;
-- **requests of its own** (the confirmed acks): ``request_raw``, ``request_each``,
-  ``forget_requests``.
+- **requests of its own** (the confirmed acks): ``request_raw``, ``request_nowait``,
+  ``request_each``, ``forget_requests``.
 
 Most are defined here; ``flush_now``, ``wait_writable``, ``check_open``,
 ``report_error`` and ``use_bulk_parse`` are in ``_base.py``, the requests in
