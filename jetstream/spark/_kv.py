@@ -281,12 +281,13 @@ class _Puts:
     ) -> BaseException | None:
         """Write a key whose write was not confirmed again, one attempt at a time, each
         awaited (the same value: if the first was stored after all, the key only gets
-        one more revision), a ``Backoff`` pause before each (a write that failed is most
-        often in an election, which a write at once meets again); None once confirmed,
-        else the last error."""
+        one more revision), with a ``Backoff`` pause between this key's attempts (the
+        first goes at once: a ``put`` itself waits through an election); None once
+        confirmed, else the last error."""
         backoff = Backoff(None)
-        for _ in range(self.t.retries):
-            await backoff.pause()
+        for attempt in range(self.t.retries):
+            if attempt:
+                await backoff.pause()
             self.retried += 1
             try:
                 if value is None:
