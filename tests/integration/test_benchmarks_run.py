@@ -69,7 +69,15 @@ ROWS = {
 }
 
 #: rows of ours alone (a call the other clients do not have)
-OURS_ONLY = {"bench_js": {"fetch+ack_all batch 100", "fetch+ack_all batch 500"}}
+OURS_ONLY = {
+    "bench_js": {
+        "fetch+ack_all batch 100",
+        "fetch+ack_all batch 500",
+        "fetch+ack_sync_all batch 500",
+    },
+    # the ordered replay by push beside the watch, through the watch's own consumer
+    "bench_kv": {"ordered replay, push"},
+}
 
 
 @pytest.mark.parametrize("module", sorted(RUNS))
