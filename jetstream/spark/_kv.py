@@ -45,7 +45,7 @@ from ._common import (
 )
 from ._kvcommits import check_commit_bucket, check_record_name, last_batch, record_batch
 from ._pool import lease, run_pooled
-from ._query import active_query_ids
+from ._query import QUERY_ID_PROPERTY, active_query_ids
 from ._target import is_payload_type
 
 if TYPE_CHECKING:
@@ -71,8 +71,6 @@ __all__ = [
 ]
 
 _RESULT_SCHEMA = "partition int, puts long, deletes long, retried long"
-# the local property Spark sets on the jobs (and the thread) of a query's micro-batch
-QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 
 @dataclass(frozen=True)

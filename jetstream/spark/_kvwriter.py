@@ -67,6 +67,7 @@ from ._kv import (
 from ._kvcommits import check_commit_bucket, check_record_name, last_batch, record_batch
 from ._options import KV_WRITE_OPTIONS, check_options
 from ._pool import run_pooled
+from ._query import task_micro_batch
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -77,8 +78,6 @@ __all__ = ["JetStreamKVDataSource", "KvBatchWriter", "KvStreamWriter", "KvWriteO
 log = logging.getLogger("jetstream.spark")
 
 # local properties Spark sets on the jobs of a streaming query's micro-batch
-_QUERY_ID = "sql.streaming.queryId"
-_BATCH_ID = "streaming.sql.batchId"
 
 
 @dataclass(frozen=True)
@@ -178,14 +177,7 @@ def _record_of(options: KvWriteOptions, ctx: Any, streaming: bool) -> tuple[str,
                 "job_id (the name of its commit record)"
             )
         return options.job_id, 0
-    query = ctx.getLocalProperty(_QUERY_ID) if ctx is not None else None
-    batch = ctx.getLocalProperty(_BATCH_ID) if ctx is not None else None
-    if not query or batch is None:
-        raise SparkConfigError(
-            "the jetstream-kv stream writer runs outside a streaming query's micro-batch: "
-            "no query id or batch id for its commit record"
-        )
-    return str(query), int(batch)
+    return task_micro_batch(ctx, "jetstream-kv", "for its commit record")
 
 
 def _record(

@@ -17,7 +17,26 @@ from typing import Any
 
 from ._common import is_connect
 
-__all__ = ["active_query_ids"]
+__all__ = ["BATCH_ID_PROPERTY", "QUERY_ID_PROPERTY", "active_query_ids", "task_micro_batch"]
+
+#: the local properties Spark sets on the jobs (and the thread) of a query's micro-batch
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def task_micro_batch(ctx: Any, writer: str, purpose: str) -> tuple[str, int]:
+    """The query id and micro-batch id of the Spark task ``ctx`` (a ``TaskContext``, or
+    None), or ``SparkConfigError`` naming the ``writer`` and what the ids were for."""
+    from ._common import SparkConfigError
+
+    query = ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx is not None else None
+    batch = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
+    if not query or batch is None:
+        raise SparkConfigError(
+            f"the {writer} stream writer runs outside a streaming query's micro-batch: "
+            f"no query id or batch id {purpose}"
+        )
+    return str(query), int(batch)
 
 
 def _same(a: Any, b: Any, connect: bool) -> bool:

@@ -38,7 +38,7 @@ from ._common import (
 )
 from ._pool import run_pooled
 from ._publish import ROW_COL, PartitionResult, write_batches
-from ._query import active_query_ids
+from ._query import QUERY_ID_PROPERTY, active_query_ids
 from ._target import Target, check_columns, check_stream, new_target
 from ._target import trace_headers as check_trace_headers
 
@@ -51,8 +51,6 @@ __all__ = ["BatchReport", "ForeachBatchSink", "foreach_batch_sink", "write_dataf
 _RESULT_SCHEMA = (
     "partition int, rows long, duplicates long, first_seq long, last_seq long, parts array<int>"
 )
-# the local property Spark sets on the jobs of a streaming query's micro-batch
-QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 
 @dataclass

@@ -73,6 +73,7 @@ from ._options import WRITE_OPTIONS, check_options
 from ._plan import duration_option
 from ._pool import run_pooled
 from ._publish import write_batches
+from ._query import task_micro_batch
 from ._target import Target, check_columns, check_stream, new_target
 
 if TYPE_CHECKING:
@@ -84,8 +85,6 @@ __all__ = ["BatchWriter", "StreamWriter", "WriteOptions", "Written"]
 log = logging.getLogger("jetstream.spark")
 
 # local properties Spark sets on the jobs of a streaming query's micro-batch
-_QUERY_ID = "sql.streaming.queryId"
-_BATCH_ID = "streaming.sql.batchId"
 
 
 @dataclass(frozen=True)
@@ -195,13 +194,7 @@ def _write(options: WriteOptions, batches: Iterator[pa.RecordBatch], streaming: 
     partition = ctx.partitionId() if ctx is not None else 0
     t = options.target
     if streaming:
-        query = ctx.getLocalProperty(_QUERY_ID) if ctx is not None else None
-        batch = ctx.getLocalProperty(_BATCH_ID) if ctx is not None else None
-        if not query or batch is None:
-            raise SparkConfigError(
-                "the jetstream stream writer runs outside a streaming query's micro-batch: "
-                "no query id or batch id to name the rows after"
-            )
+        query, batch = task_micro_batch(ctx, "jetstream", "to name the rows after")
         name, base = query, f"{query}:{batch}"
     else:
         name = base = options.job_id or ""
