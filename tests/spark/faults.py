@@ -371,8 +371,10 @@ def _exact(what: str, got: list[int], want: list[int]) -> list[str]:
 
 
 def kill_python_workers() -> int:
-    """SIGKILL the Python workers Spark's daemons forked (the tasks' processes); the
-    number killed."""
+    """SIGKILL the Python workers that the daemons of this process's own Spark forked
+    (the tasks' processes); the number killed. A daemon that does not descend from this
+    process belongs to another test run's Spark (the Spark Connect server of the other
+    pytest worker, say) and is left alone: killing its workers failed that run's tests."""
     daemons: set[int] = set()
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -386,6 +388,18 @@ def kill_python_workers() -> int:
         if b"pyspark.daemon" in cmd:
             daemons.add(int(entry))
         parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    me = os.getpid()
+
+    def ours(pid: int) -> bool:
+        seen = 0
+        while pid > 1 and seen < 64:
+            if pid == me:
+                return True
+            pid = parents.get(pid, 0)
+            seen += 1
+        return False
+
+    daemons = {d for d in daemons if ours(d)}
     killed = 0
     for pid, parent in parents.items():
         if parent in daemons:
