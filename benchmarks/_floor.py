@@ -44,6 +44,7 @@ __all__ = [
     "CLIENT_FLOOR",
     "FLOOR",
     "deliver_all",
+    "fetch_ack",
     "loop_floor",
     "loop_rounds",
     "publish_all",
@@ -359,6 +360,80 @@ def deliver_all(url: str, stream: str, filter_subject: str, count: int) -> float
                 got += 1
             else:  # the consumer's info, or why there is none
                 _refuse_error(create, answer)
+        return time.perf_counter() - t0
+    finally:
+        wire.close()
+
+
+def fetch_ack(
+    url: str, stream: str, consumer: str, count: int, batch: int, expires: float = 5.0
+) -> float:
+    """Seconds to pull ``count`` messages from the durable pull ``consumer`` of
+    ``stream``, ``batch`` at a time, acking each (an empty message to its reply
+    subject), until the server has read the last ack: the acks of what one read brings
+    written at once as they come, the next pull with the acks that end a batch. Each
+    pull waits at most ``expires`` seconds.
+
+    Raises:
+        ValueError: a status came instead of a message (a timeout, no messages, a
+            refused pull): the floor would have timed other work than the workload's.
+    """
+    wire = _Wire(url, b"SUB floor.deliver 1\r\n")
+    sock, buf = wire.sock, wire.buf
+    next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}".encode()
+
+    def pull(n: int) -> bytes:
+        body = b'{"batch":%d,"expires":%d}' % (n, int(expires * 1e9))
+        return b"PUB %b floor.deliver %d\r\n%b\r\n" % (next_subject, len(body), body)
+
+    try:
+        t0 = time.perf_counter()
+        got = 0
+        out = pull(min(batch, count))
+        while got < count:
+            want = min(batch, count - got)
+            sock.sendall(out)
+            out = b""
+            in_batch = 0
+            while in_batch < want:
+                wire._more()
+                acks: list[bytes] = []
+                pos = 0
+                while True:
+                    end = buf.find(b"\r\n", pos)
+                    if end < 0:
+                        break
+                    line = bytes(buf[pos:end])
+                    if line.startswith((b"MSG ", b"HMSG")):
+                        parts = line.split(b" ")
+                        size = int(parts[-1])
+                        total = end + 2 + size + 2
+                        if len(buf) < total:
+                            break
+                        reply = parts[3] if len(parts) == (5 if parts[0] == b"MSG" else 6) else b""
+                        if not reply:  # a status: nothing to ack
+                            status = bytes(buf[end + 2 : end + 2 + min(size, 40)])
+                            raise ValueError(f"a status answered a pull: {status!r}")
+                        acks.append(b"PUB %b 0\r\n\r\n" % reply)
+                        in_batch += 1
+                        pos = total
+                    else:
+                        if line == b"PING":
+                            acks.append(b"PONG\r\n")
+                        elif line.startswith(b"-ERR"):
+                            raise ConnectionError(line.decode(errors="replace"))
+                        pos = end + 2
+                del buf[:pos]
+                written = b"".join(acks)
+                if in_batch < want:
+                    if written:
+                        sock.sendall(written)
+                else:
+                    got += want
+                    out = written + (pull(min(batch, count - got)) if got < count else b"")
+        # the last acks, then a PING: its PONG comes once the server has read them
+        sock.sendall(out + b"PING\r\n")
+        _recv_until(sock, b"PONG\r\n")
         return time.perf_counter() - t0
     finally:
         wire.close()

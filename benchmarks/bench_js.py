@@ -27,7 +27,9 @@ Workloads (one embedded nats-server, memory storage):
   awaited together as in fetch+ack_sync).
 
 At the end, the socket floor (``benchmarks/_floor.py``): a PING/PONG round trip on a
-bare blocking socket, the most sequential ``ack_sync`` calls a second could reach here.
+bare blocking socket, the most sequential ``ack_sync`` calls a second could reach here;
+the sync publish and ``ack_sync`` round trips, and fetch+ack at batch 100 and 500, on
+bare sockets.
 
 Run: ``.venv/bin/python -m benchmarks.bench_js [--count N] [--loop uvloop]``; ``--cpu`` prints
 where the CPU went per message (client user and system time, server), ``--profile`` runs
@@ -53,7 +55,7 @@ from nats.js.api import StreamConfig as NStreamConfig
 
 import jetstream
 from benchmarks import _peers
-from benchmarks._floor import FLOOR, round_trips, socket_floor
+from benchmarks._floor import FLOOR, fetch_ack, round_trips, socket_floor
 from benchmarks._report import (
     Measurement,
     Workload,
@@ -371,14 +373,15 @@ async def main_async(args: Any) -> list[Measurement]:
             f"at most {1 / ping:,.0f} sequential round trips/s"
         )
         if not args.only and not args.profile:
-            results += await _floors(server.url, max(100, n // 50), args.repeat)
+            results += await _floors(server.url, max(100, n // 50), args.repeat, n)
         return results
 
 
-async def _floors(url: str, rounds: int, repeat: int) -> list[Measurement]:
+async def _floors(url: str, rounds: int, repeat: int, n: int) -> list[Measurement]:
     """The round-trip workloads on bare sockets (``_floor.round_trips``), best of
     ``repeat`` runs: a sync publish to a memory stream, and an ``ack_sync`` of a
-    delivered message (the messages are fetched, unacknowledged, with our client)."""
+    delivered message (the messages are fetched, unacknowledged, with our client); then
+    fetch+ack of ``n`` stored messages at batch 100 and 500 (``_floor.fetch_ack``)."""
     async with jetstream.connect(url) as nc:
         js = nc.jetstream()
         await js.create_stream(
@@ -395,15 +398,34 @@ async def _floors(url: str, rounds: int, repeat: int) -> list[Measurement]:
                 while len(msgs) < rounds:
                     msgs += await c.fetch(min(500, rounds - len(msgs)), expires=5)
                 acks.append(round_trips(url, [m.reply or "" for m in msgs], b"+ACK"))
+            await js.delete_stream("FLOOR")
+            await js.create_stream(
+                StreamConfig(name="FLOOR", subjects=["floor"], storage=StorageType.MEMORY)
+            )
+            stream = await js.stream("FLOOR")
+            futs = [await js.publish_async("floor", PAYLOAD) for _ in range(n)]
+            await asyncio.gather(*futs)
+            fetched: dict[int, float] = {}
+            for batch in (100, 500):
+                for i in range(repeat):
+                    name = f"fa{batch}_{i}"
+                    await stream.create_consumer(
+                        ConsumerConfig(durable_name=name, max_ack_pending=-1)
+                    )
+                    secs = fetch_ack(url, "FLOOR", name, n, batch)
+                    fetched[batch] = min(fetched.get(batch, secs), secs)
+                    await stream.delete_consumer(name)
         finally:
             await js.delete_stream("FLOOR")
     print(
         f"socket floor: sync publish {pub / rounds * 1e6:.0f} us, "
-        f"ack_sync {min(acks) / rounds * 1e6:.0f} us (mean round trip)"
+        f"ack_sync {min(acks) / rounds * 1e6:.0f} us (mean round trip); fetch+ack "
+        + ", ".join(f"batch {b} {n / s:,.0f} msgs/s" for b, s in fetched.items())
     )
     return [
         Measurement("sync publish", FLOOR, pub, rounds),
         Measurement("ack_sync", FLOOR, min(acks), rounds),
+        *(Measurement(f"fetch+ack batch {b}", FLOOR, s, n) for b, s in fetched.items()),
     ]
 
 

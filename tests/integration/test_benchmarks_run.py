@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import jetstream
-from benchmarks._floor import deliver_all, loop_floor, publish_all, round_trips
+from benchmarks._floor import deliver_all, fetch_ack, loop_floor, publish_all, round_trips
 from jetstream.embedded import NatsServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ RUNS = {
 
 FLOORS = {
     "bench_core": {"request p50 (1/latency)"},
-    "bench_js": {"sync publish", "ack_sync"},
+    "bench_js": {"sync publish", "ack_sync", "fetch+ack batch 100", "fetch+ack batch 500"},
     "bench_kv": {"put", "get"},
     "bench_objectstore": {"put 1 MiB", "get 1 MiB (bytes)", "get 1 MiB (stream)"},
 }
@@ -221,6 +221,24 @@ async def test_a_socket_floor_times_only_answered_round_trips(
     assert round_trips(nats_url, ["small"], b"x" * 8) > 0
     with pytest.raises(ValueError, match="error"):
         round_trips(nats_url, ["small"], b"x" * 9)
+
+
+@pytest.mark.asyncio
+async def test_the_fetch_ack_floor_acks_every_message_it_pulls(
+    nats_url: str, js: jetstream.JetStream
+) -> None:
+    stream = await js.create_stream(jetstream.StreamConfig(name="FA", subjects=["fa"]))
+    for i in range(250):
+        await js.publish("fa", b"m%d" % i)
+    await stream.create_consumer(jetstream.ConsumerConfig(durable_name="d"))
+    # 250 messages in pulls of 100: the last pull asks for 50
+    assert fetch_ack(nats_url, "FA", "d", 250, 100) > 0
+    info = await (await stream.consumer("d")).info()
+    assert (info.num_pending, info.num_ack_pending, info.delivered.stream_seq) == (0, 0, 250)
+    assert info.ack_floor.stream_seq == 250
+    # a pull with nothing left to give is a status, not a hang nor a rate
+    with pytest.raises(ValueError, match="status answered a pull"):
+        fetch_ack(nats_url, "FA", "d", 1, 1, expires=0.3)
 
 
 @pytest.mark.asyncio
