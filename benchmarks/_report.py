@@ -257,6 +257,14 @@ async def race_workloads(
     the same workload labels, in the same order. ``only``: the workloads whose label
     has it, or one of its ``|``-separated parts."""
     lists = list(impls.values())
+    labels = {name: [w[0] for w in wl] for name, wl in impls.items()}
+    first = labels[next(iter(impls))]
+    for name, theirs in labels.items():
+        if theirs != first:
+            raise ValueError(
+                f"{name} lists the workloads {theirs}, not {first}: every implementation "
+                "lists the same labels in the same order (None where it has no such call)"
+            )
     out: list[Measurement] = []
     for k, (label, ops, _) in enumerate(lists[0]):
         if only and not any(part in label for part in only.split("|")):
