@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from operator import attrgetter
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import msgspec
 
@@ -183,8 +183,15 @@ class JsMsg(Msg, gc=False):
         """Tell the server work goes on: resets the ack wait timer."""
         self._send(_WPI, False)
 
-    async def ack_sync(self, timeout: float | None = None) -> None:
-        """Acknowledge and wait until the server confirms it (the "double ack").
+    def ack_sync(self, timeout: float | None = None) -> Awaitable[None]:
+        """Acknowledge and wait until the server confirms it (the "double ack"):
+        ``await msg.ack_sync()``.
+
+        The ack is written at once; what is returned is the confirmation to await, an
+        ``asyncio.Future`` (not a coroutine), so that ``asyncio.gather`` of many costs no
+        task apiece: await it, gather it, or give it to ``asyncio.ensure_future`` (not
+        ``create_task``, which takes coroutines only). Cancelled, its request is
+        dropped; the ack may have reached the server all the same.
 
         Raises:
             MsgAlreadyAckedError: already acknowledged; nothing is sent.
@@ -194,32 +201,27 @@ class JsMsg(Msg, gc=False):
                 consumer's state of a moment before) never confirms it, and delivers the
                 message again to a later pull.
         """
+        loop = asyncio.get_running_loop()
         client = self._client
         reply = self.reply
-        if self._acked or not reply or client is None:
-            client, reply = self._confirmable()  # raises
         wait = 5.0 if timeout is None else timeout
-        # The ack subject came from the server: written as it is, not validated or cached
-        # (like the plain acks). No coroutine but this one: the request is written and
-        # its reply's future awaited here.
-        inbox, fut = client.request_nowait(reply, "+ACK", wait)
+        conf = _Confirmation(loop=loop)
         try:
-            if client.write_paused:
-                await client.wait_writable()
-            answer = await fut
-        except BaseException as exc:
-            client.forget_requests((inbox,))
-            if fut.done() and not fut.cancelled():
-                fut.exception()  # failed while we were cancelled: retrieved, not logged
-            if isinstance(exc, NatsTimeoutError):
-                raise NatsTimeoutError(
-                    f"the ack of the message on {self.subject!r} was not confirmed within "
-                    f"{wait}s{_UNCONFIRMED}"
-                ) from None
-            raise
-        if answer.status == 503:
-            raise NoRespondersError(f"no responders on {reply!r}")
-        self._acked = True
+            if self._acked or not reply or client is None:
+                client, reply = self._confirmable()  # raises
+            conf.msg = self
+            conf.client = client
+            conf.wait = wait
+            # The ack subject came from the server: written as it is, not validated or
+            # cached (like the plain acks). The confirmation is the request's waiter: the
+            # reply completes it directly.
+            conf.inbox = client.request_nowait(reply, "+ACK", wait, conf)
+        except NatsError as exc:
+            # raised where it is awaited, as from a coroutine: nothing was sent
+            failed: asyncio.Future[None] = loop.create_future()
+            failed.set_exception(exc)
+            return failed
+        return conf
 
     def _confirmable(self) -> tuple[Client, str]:
         """The client to confirm an ack through, and the ack subject; raises (before
@@ -285,6 +287,45 @@ class _Confirms:
                 f"{self.timeout}s{_UNCONFIRMED}"
             )
         self.fut.set_exception(exc)
+
+
+class _Confirmation(asyncio.Future[Any]):
+    """What ``ack_sync`` returns: the future of its confirmation, which the client's
+    request mux completes itself (it is the request's waiter), with ``None`` once the
+    server confirmed the ack. A 503 fails it with ``NoRespondersError``, the mux's
+    deadline with the ack's ``TimeoutError``, a lost connection with the mux's error; a
+    cancel drops the request."""
+
+    msg: JsMsg
+    client: Client
+    wait: float
+    inbox: str = ""
+
+    def set_result(self, answer: Any, /) -> None:
+        if self.done():
+            return
+        if answer.status == 503:
+            self.client.forget_requests((self.inbox,))
+            super().set_exception(NoRespondersError(f"no responders on {self.msg.reply!r}"))
+            return
+        self.msg._acked = True
+        super().set_result(None)
+
+    def set_exception(self, exception: BaseException | type[BaseException], /) -> None:
+        if self.done():
+            return
+        self.client.forget_requests((self.inbox,))  # a deadline or a lost connection
+        if isinstance(exception, NatsTimeoutError):
+            exception = NatsTimeoutError(
+                f"the ack of the message on {self.msg.subject!r} was not confirmed within "
+                f"{self.wait}s{_UNCONFIRMED}"
+            )
+        super().set_exception(exception)
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        if not self.done():
+            self.client.forget_requests((self.inbox,))
+        return super().cancel(msg)
 
 
 #: what an unconfirmed ack may mean: a server that no longer counts the delivery (back

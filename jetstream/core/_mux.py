@@ -141,7 +141,8 @@ class RequestMux:
             self.arm(nxt)
 
     def fail_all(self, exc: BaseException) -> None:
-        for fut, _, _, _ in self.waiters.values():
+        # a copy: a waiter may drop its own entry when told
+        for fut, _, _, _ in list(self.waiters.values()):
             if not fut.done():
                 fut.set_exception(exc)
         if self._timer is not None:

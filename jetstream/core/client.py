@@ -363,15 +363,14 @@ class Client(NumberedWrites):
             raise NoRespondersError(f"no responders on {subject!r}")
         return msg
 
-    def request_nowait(
-        self, subject: str, body: str, timeout: float
-    ) -> tuple[str, asyncio.Future[Msg]]:
+    def request_nowait(self, subject: str, body: str, timeout: float, waiter: Waiter) -> str:
         """Write a request of the text ``body`` to ``subject`` (a subject the server
-        gave us: not validated), and return its reply subject and the future of its
-        reply, which fails with ``TimeoutError`` after ``timeout`` seconds. A reply
+        gave us: not validated), its reply to complete ``waiter`` (``set_result`` with
+        the reply, ``set_exception`` with ``TimeoutError`` after ``timeout`` seconds or
+        with the error of a lost connection), and return its reply subject. A reply
         takes the request off the client's; a caller that gives up on it first (a
         timeout, a cancel) drops it with ``forget_requests``. No coroutine: a confirmed
-        ack's request costs its future, its entry and its formatted write.
+        ack's request costs its waiter, its entry and its formatted write.
 
         Raises:
             ConnectionClosedError: the client is closed (nothing is written).
@@ -382,10 +381,9 @@ class Client(NumberedWrites):
         loop = self._loop
         token = str(next(mux.tokens))
         inbox = mux.prefix + token
-        fut: asyncio.Future[Msg] = asyncio.Future(loop=loop)
         deadline = loop.time() + timeout
         waiters = mux.waiters
-        waiters[token] = (fut, deadline, subject, timeout)
+        waiters[token] = (waiter, deadline, subject, timeout)
         if deadline < mux.due:
             mux.arm(deadline)
         size = len(body)
@@ -398,7 +396,7 @@ class Client(NumberedWrites):
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush_cb)
-        return inbox, fut
+        return inbox
 
     def request_each(
         self, subjects: Sequence[str], data: bytes, waiter: Waiter, timeout: float

@@ -137,3 +137,42 @@ async def test_an_ack_sync_nobody_answers_and_a_closed_client(nats_url: str) -> 
     with pytest.raises(jetstream.ConnectionClosedError, match="closed"):
         await lost.ack_sync()
     assert not lost.acked
+
+
+async def test_gathered_ack_syncs_are_futures_without_a_task_apiece(nc: Client) -> None:
+    """``ack_sync`` returns its confirmation, a future the reply completes: gathering 20
+    of them starts no task (a coroutine apiece would be wrapped in one), and a task that
+    awaits one may still be made with ``ensure_future``."""
+    sink = await nc.subscribe("quiet.*")  # takes the acks, never answers
+    await nc.flush()
+    msgs = [nc.msg_class(JsMsg)("work", 0, f"quiet.{i}", b"") for i in range(20)]
+    before = len(asyncio.all_tasks())
+    pending = [m.ack_sync(timeout=0.5) for m in msgs]
+    assert all(asyncio.isfuture(p) for p in pending)
+    gathered = asyncio.gather(*pending, return_exceptions=True)
+    assert len(asyncio.all_tasks()) == before
+    assert nc.pending_requests == 20
+    got = await gathered
+    assert all(isinstance(r, jetstream.TimeoutError) for r in got)
+    assert nc.pending_requests == 0 and not any(m.acked for m in msgs)
+    one = asyncio.ensure_future(msgs[0].ack_sync(timeout=0.2))
+    with pytest.raises(jetstream.TimeoutError, match=r"not confirmed within 0\.2s"):
+        await one
+    await sink.unsubscribe()
+
+
+async def test_an_ack_sync_waiting_when_the_client_closes(nats_url: str) -> None:
+    """Closed under it, a confirmation nobody answered fails with the close, and its
+    request is gone with it."""
+    nc = await jetstream.connect(nats_url)
+    sink = await nc.subscribe("closing.*")
+    await nc.flush()
+    msg = nc.msg_class(JsMsg)("work", 0, "closing.1", b"")
+    waiting = msg.ack_sync(timeout=30)
+    await asyncio.sleep(0.05)
+    assert nc.pending_requests == 1
+    await nc.close()
+    with pytest.raises(jetstream.ConnectionClosedError):
+        await waiting
+    assert nc.pending_requests == 0 and not msg.acked
+    del sink
