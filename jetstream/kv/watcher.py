@@ -34,6 +34,7 @@ after the marker.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
 from itertools import compress, repeat
@@ -53,6 +54,7 @@ __all__ = ["KeyWatcher"]
 
 _hdr_of = attrgetter("hdr")
 _reply_of = attrgetter("reply")
+_revision_of = attrgetter("revision")
 
 
 class _Bucket(Protocol):
@@ -218,12 +220,12 @@ class KeyWatcher:
         else:
             zero = next((i for i, e in enumerate(run) if e.delta == 0), n)
         if run[-1].revision >= last:
-            for i in range(min(zero + 1, n)):
-                seq = run[i].revision
-                if seq > last:
-                    return i
-                if seq == last:
-                    return i + 1
+            # the first revision at or past the snapshot, found by halves (each revision
+            # read is an ack subject parsed)
+            end = min(zero + 1, n)
+            i = bisect_left(run, last, 0, end, key=_revision_of)
+            if i < end:
+                return i + 1 if run[i].revision == last else i
         return zero + 1 if zero < n else -1
 
     def __aiter__(self) -> Self:
