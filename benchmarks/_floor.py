@@ -365,6 +365,38 @@ def deliver_all(url: str, stream: str, filter_subject: str, count: int) -> float
         wire.close()
 
 
+def _answer_deliveries(buf: bytearray) -> tuple[bytes, int]:
+    """Cut the whole deliveries off the front of ``buf``: the acks they need (an empty
+    message to each reply subject, and a PONG for a PING), and how many there were.
+
+    Raises:
+        ValueError: a status came instead of a message.
+    """
+    out: list[bytes] = []
+    count = pos = 0
+    while (end := buf.find(b"\r\n", pos)) >= 0:
+        line = bytes(buf[pos:end])
+        if not line.startswith((b"MSG ", b"HMSG")):
+            if line == b"PING":
+                out.append(b"PONG\r\n")
+            elif line.startswith(b"-ERR"):
+                raise ConnectionError(line.decode(errors="replace"))
+            pos = end + 2
+            continue
+        parts = line.split(b" ")
+        size = int(parts[-1])
+        total = end + 2 + size + 2
+        if len(buf) < total:
+            break
+        if len(parts) != (5 if parts[0] == b"MSG" else 6):  # no reply subject: a status
+            raise ValueError(f"a status answered a pull: {bytes(buf[end + 2 : total])[:40]!r}")
+        out.append(b"PUB %b 0\r\n\r\n" % parts[3])
+        count += 1
+        pos = total
+    del buf[:pos]
+    return b"".join(out), count
+
+
 def fetch_ack(
     url: str, stream: str, consumer: str, count: int, batch: int, expires: float = 5.0
 ) -> float:
@@ -379,7 +411,6 @@ def fetch_ack(
             refused pull): the floor would have timed other work than the workload's.
     """
     wire = _Wire(url, b"SUB floor.deliver 1\r\n")
-    sock, buf = wire.sock, wire.buf
     next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}".encode()
 
     def pull(n: int) -> bytes:
@@ -392,48 +423,21 @@ def fetch_ack(
         out = pull(min(batch, count))
         while got < count:
             want = min(batch, count - got)
-            sock.sendall(out)
-            out = b""
+            wire.sock.sendall(out)
             in_batch = 0
-            while in_batch < want:
+            while True:
                 wire._more()
-                acks: list[bytes] = []
-                pos = 0
-                while True:
-                    end = buf.find(b"\r\n", pos)
-                    if end < 0:
-                        break
-                    line = bytes(buf[pos:end])
-                    if line.startswith((b"MSG ", b"HMSG")):
-                        parts = line.split(b" ")
-                        size = int(parts[-1])
-                        total = end + 2 + size + 2
-                        if len(buf) < total:
-                            break
-                        reply = parts[3] if len(parts) == (5 if parts[0] == b"MSG" else 6) else b""
-                        if not reply:  # a status: nothing to ack
-                            status = bytes(buf[end + 2 : end + 2 + min(size, 40)])
-                            raise ValueError(f"a status answered a pull: {status!r}")
-                        acks.append(b"PUB %b 0\r\n\r\n" % reply)
-                        in_batch += 1
-                        pos = total
-                    else:
-                        if line == b"PING":
-                            acks.append(b"PONG\r\n")
-                        elif line.startswith(b"-ERR"):
-                            raise ConnectionError(line.decode(errors="replace"))
-                        pos = end + 2
-                del buf[:pos]
-                written = b"".join(acks)
-                if in_batch < want:
-                    if written:
-                        sock.sendall(written)
-                else:
-                    got += want
-                    out = written + (pull(min(batch, count - got)) if got < count else b"")
+                acks, n = _answer_deliveries(wire.buf)
+                in_batch += n
+                if in_batch >= want:
+                    break
+                if acks:
+                    wire.sock.sendall(acks)
+            got += want
+            out = acks + (pull(min(batch, count - got)) if got < count else b"")
         # the last acks, then a PING: its PONG comes once the server has read them
-        sock.sendall(out + b"PING\r\n")
-        _recv_until(sock, b"PONG\r\n")
+        wire.sock.sendall(out + b"PING\r\n")
+        _recv_until(wire.sock, b"PONG\r\n")
         return time.perf_counter() - t0
     finally:
         wire.close()

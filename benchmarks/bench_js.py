@@ -399,10 +399,9 @@ async def _floors(url: str, rounds: int, repeat: int, n: int) -> list[Measuremen
                     msgs += await c.fetch(min(500, rounds - len(msgs)), expires=5)
                 acks.append(round_trips(url, [m.reply or "" for m in msgs], b"+ACK"))
             await js.delete_stream("FLOOR")
-            await js.create_stream(
+            stream = await js.create_stream(
                 StreamConfig(name="FLOOR", subjects=["floor"], storage=StorageType.MEMORY)
             )
-            stream = await js.stream("FLOOR")
             futs = [await js.publish_async("floor", PAYLOAD) for _ in range(n)]
             await asyncio.gather(*futs)
             fetched: dict[int, float] = {}

@@ -205,10 +205,10 @@ class JsMsg(Msg, gc=False):
         client = self._client
         reply = self.reply
         wait = 5.0 if timeout is None else timeout
-        conf = _Confirmation(loop=loop)
         try:
             if self._acked or not reply or client is None:
                 client, reply = self._confirmable()  # raises
+            conf = _Confirmation(loop=loop)
             conf.msg = self
             conf.client = client
             conf.wait = wait
@@ -304,8 +304,8 @@ class _Confirmation(asyncio.Future[Any]):
     def set_result(self, answer: Any, /) -> None:
         if self.done():
             return
+        # the reply took the request off the mux
         if answer.status == 503:
-            self.client.forget_requests((self.inbox,))
             super().set_exception(NoRespondersError(f"no responders on {self.msg.reply!r}"))
             return
         self.msg._acked = True
@@ -314,7 +314,8 @@ class _Confirmation(asyncio.Future[Any]):
     def set_exception(self, exception: BaseException | type[BaseException], /) -> None:
         if self.done():
             return
-        self.client.forget_requests((self.inbox,))  # a deadline or a lost connection
+        # a deadline or a lost connection: the mux still holds the request
+        self.client.forget_requests((self.inbox,))
         if isinstance(exception, NatsTimeoutError):
             exception = NatsTimeoutError(
                 f"the ack of the message on {self.msg.subject!r} was not confirmed within "
@@ -398,8 +399,8 @@ def _write_acks(client: Client, replies: list[str]) -> None:
 
 async def ack_sync_all(msgs: Iterable[JsMsg], timeout: float | None = None) -> None:
     """Acknowledge every message of ``msgs`` and wait until the server confirmed each:
-    ``ack_sync`` for a batch, its acks written together and awaited once, instead of a
-    task a message for ``asyncio.gather`` to run.
+    ``ack_sync`` for a batch, its acks written together and awaited once, with one
+    waiter for the batch where gathered ``ack_sync`` calls have one each.
 
     Each message counts as acknowledged (``acked``) once its own confirmation came, so
     after an error the ones still unacknowledged may be passed again.

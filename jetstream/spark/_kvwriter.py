@@ -77,8 +77,6 @@ __all__ = ["JetStreamKVDataSource", "KvBatchWriter", "KvStreamWriter", "KvWriteO
 
 log = logging.getLogger("jetstream.spark")
 
-# local properties Spark sets on the jobs of a streaming query's micro-batch
-
 
 @dataclass(frozen=True)
 class KvWriteOptions:

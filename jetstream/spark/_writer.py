@@ -84,8 +84,6 @@ __all__ = ["BatchWriter", "StreamWriter", "WriteOptions", "Written"]
 
 log = logging.getLogger("jetstream.spark")
 
-# local properties Spark sets on the jobs of a streaming query's micro-batch
-
 
 @dataclass(frozen=True)
 class WriteOptions:
