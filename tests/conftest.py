@@ -136,12 +136,12 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 # --------------------------------------------------------------------------- parallel runs
 #
-# ``make test`` runs two pytest-xdist workers with the scheduler below: a group of tests
+# ``make test`` runs three pytest-xdist workers with the scheduler below: a group of tests
 # goes whole to one worker and runs there in order. A group is a module (its
 # module-scoped servers start once, the docs' pages run in sequence), except the Spark
 # tests that run under both kinds of session: those of each kind form one group, so that
 # a worker starts one kind of Spark session. The longest groups are handed out first, so
-# that the two workers finish together.
+# that the workers finish together.
 
 #: the groups that take longest (slowest first); the others follow in collection order
 LONGEST = (
