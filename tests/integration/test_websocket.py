@@ -276,8 +276,10 @@ async def test_the_wrong_scheme_says_so(wss_server: NatsServer, ws_server: NatsS
 async def test_wss_refused_without_the_ca(wss_server: NatsServer) -> None:
     t0 = time.monotonic()
     with pytest.raises(TlsError, match=r"certificate verify failed.*make_ssl_context"):
-        await jetstream.connect(wss_server.ws_url, allow_reconnect=False, **FAST)
-    assert time.monotonic() - t0 < 2.0 + 1.5
+        await jetstream.connect(
+            wss_server.ws_url, allow_reconnect=False, **{**FAST, "connect_timeout": 10.0}
+        )
+    assert time.monotonic() - t0 < 5.0  # at once, not at the connect timeout (10 s)
 
 
 # --------------------------------------------------------------------------- auth
@@ -472,9 +474,9 @@ async def test_ws_to_a_nats_client_port_says_so(ws_server: NatsServer) -> None:
     url = ws_server.url.replace("nats://", "ws://")
     t0 = time.monotonic()
     with pytest.raises(NoServersError, match="not a WebSocket listener") as info:
-        await jetstream.connect(url, allow_reconnect=False, **FAST)
+        await jetstream.connect(url, allow_reconnect=False, **{**FAST, "connect_timeout": 10.0})
     assert isinstance(info.value.__cause__, WebSocketError)
-    assert time.monotonic() - t0 < 1.0  # at once, not at the connect timeout
+    assert time.monotonic() - t0 < 5.0  # at once, not at the connect timeout (10 s)
 
 
 async def _http_server(
@@ -535,7 +537,7 @@ async def test_a_listener_that_never_answers_times_out() -> None:
                 f"ws://127.0.0.1:{port}", allow_reconnect=False, connect_timeout=0.5
             )
         assert isinstance(info.value.__cause__, jetstream.TimeoutError)
-        assert time.monotonic() - t0 < 0.5 + 1.0
+        assert time.monotonic() - t0 < 0.5 + 4.0  # its timeout, with room for a loaded machine
         assert len(requests) == 1
 
 
