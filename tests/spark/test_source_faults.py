@@ -54,17 +54,20 @@ def opts(url: str, stream: str, **more: str) -> ReadOptions:
 
 
 def read_with_fault(
-    o: ReadOptions, end: int, fault: Callable[[], None], at: int = 1000
+    o: ReadOptions, end: int, fault: Callable[[], None], at: int = 1000, thread: bool = True
 ) -> list[int]:
-    """The sequences of ``[1, end)`` as a task reads them, with ``fault`` run (in a
-    thread of its own) once ``at`` rows were read."""
+    """The sequences of ``[1, end)`` as a task reads them, with ``fault`` run once ``at``
+    rows were read: in a thread of its own, or with ``thread=False`` before the next row
+    is taken (a fault that must land before the read runs further ahead)."""
     seqs: list[int] = []
     faulting: threading.Thread | None = None
     rows = read_rows(o, 1, end)
     try:
         for row in rows:
             seqs.append(row[3])
-            if len(seqs) == at:
+            if len(seqs) == at and not thread:
+                fault()
+            elif len(seqs) == at:
                 faulting = threading.Thread(target=fault)
                 faulting.start()
     finally:
@@ -101,18 +104,24 @@ def test_a_kill_and_restart_is_waited_through(server: NatsServer) -> None:
 def test_a_pause_past_read_timeout_fails_loudly_and_a_rerun_is_exact(
     server: NatsServer,
 ) -> None:
-    file_stream(server.url, "T", N)
+    # The server is paused at the 1,000th row, before the next is taken. By then the
+    # reader can hold no more than its chunks ahead (1,000 + 2,000 + 4,000 + 8,000) and
+    # what two pulls of 16,384 brought, fewer than the range's 60,000: the rest must wait
+    # for the server. (A pause from a thread, on a loaded machine, came after all of a
+    # range of 30,000 was in, and nothing timed out.)
+    n = 60_000
+    file_stream(server.url, "T", n)
     o = opts(server.url, "T", read_timeout="3s")
     with pytest.raises(SparkReadTimeoutError) as err:
         try:
-            read_with_fault(o, N + 1, server.pause)
+            read_with_fault(o, n + 1, server.pause, thread=False)
         finally:
             server.resume()
     text = str(err.value)
-    assert f"stream 'T', sequences 1-{N} ({N} in all; " in text
+    assert f"stream 'T', sequences 1-{n} ({n} in all; " in text
     assert "rows read, up to sequence" in text
     assert "read_timeout=3s" in text
-    assert read_with_fault(o, N + 1, lambda: None) == list(range(1, N + 1))
+    assert read_with_fault(o, n + 1, lambda: None) == list(range(1, n + 1))
 
 
 def _opened(o: ReadOptions, first: int, end: int) -> tuple[RangeReader, Any]:
