@@ -70,12 +70,11 @@ types: $(STAMP)
 	$(BIN)/mypy --strict jetstream
 	$(BIN)/mypy --strict examples
 
-# Three workers (pytest-xdist) on two cores: many tests wait on servers, faults and Spark's
-# JVMs rather than compute, and a third worker fills that idle time (the whole suite went
-# from about 735 s with two to about 610 s; four were no faster than two when the groups
-# below were not yet kept whole). The scheduler of tests/conftest.py keeps the tests of a
-# module together, each kind of Spark session on a worker of its own, the longest groups
-# first; TEST_WORKERS=0 runs them all in one process.
+# Three workers (pytest-xdist), on two cores too: many tests wait on servers, faults and
+# Spark's JVMs rather than compute, and a third worker fills that idle time (the figures
+# are in the changelog). The scheduler of tests/conftest.py keeps the tests of a module
+# together, each kind of Spark session on a worker of its own, the longest groups first;
+# TEST_WORKERS=0 runs them all in one process.
 TEST_WORKERS ?= 3
 
 test: lint types
