@@ -388,14 +388,8 @@ class Client(NumberedWrites):
             mux.arm(deadline)
         size = len(body)
         self._wbuf += f"PUB {subject} {inbox} {size}\r\n{body}\r\n".encode()
-        self._out_msgs += 1
-        self._out_bytes += size
-        if len(waiters) == 1 or len(self._wbuf) >= FLUSH_THRESHOLD:
-            # a lone request is written now (see request_raw)
-            self.flush_now()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush_cb)
+        # a lone request is written now (see request_raw): a threshold of 0 flushes
+        self._written(1, size, 0 if len(waiters) == 1 else FLUSH_THRESHOLD)
         return inbox
 
     def request_each(
