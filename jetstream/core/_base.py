@@ -115,6 +115,10 @@ class _ClientBase:
         self._in_bytes = 0
         self._out_msgs = 0
         self._out_bytes = 0
+        #: the payload sizes of the fast path's publishes not counted yet: one append a
+        #: message costs half of two counters' sums (each a new int); ``flush_now`` and
+        #: the statistics take them in
+        self._pub_sizes: list[int] = []
         self._reconnects = 0
         #: counted by the JetStream pulls (``Statistics.stranded_naks``)
         self._stranded_naks = 0
@@ -134,6 +138,7 @@ class _ClientBase:
         self._tracing: Tracing | None = options.tracing
 
     def _statistics(self) -> Statistics:
+        self._count_pub_sizes()
         return Statistics(
             self._in_msgs,
             self._out_msgs,
@@ -439,7 +444,15 @@ class _ClientBase:
         self._flush_scheduled = False
         self.flush_now()
 
+    def _count_pub_sizes(self) -> None:
+        sizes = self._pub_sizes
+        self._out_msgs += len(sizes)
+        self._out_bytes += sum(sizes)
+        sizes.clear()
+
     def flush_now(self) -> None:
+        if self._pub_sizes:
+            self._count_pub_sizes()
         conn = self._conn
         if conn is None or not self._wbuf or not conn.writable:
             return  # kept for the next connection when this one is going away

@@ -134,8 +134,7 @@ class Client(NumberedWrites):
                     except TypeError:
                         raise _not_bytes(wbuf, len(wbuf) - len(head), data) from None
                     wbuf += b"\r\n"
-                    self._out_msgs += 1
-                    self._out_bytes += size
+                    self._pub_sizes.append(size)  # counted when the buffer goes out
                     if len(wbuf) >= FLUSH_THRESHOLD:
                         self.flush_now()
                         conn = self._conn

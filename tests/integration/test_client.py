@@ -564,6 +564,32 @@ async def test_flush_rtt_and_stats(nats_url: str) -> None:
         assert nc.stats.out_bytes == 5
 
 
+async def test_stats_count_every_publish_at_once_whichever_path_wrote_it(nats_url: str) -> None:
+    """Publish's fast path (a subject and size seen before) notes the sizes and counts
+    them when its buffer goes out; the statistics count them before that too, and once
+    only after it."""
+    async with jetstream.connect(nats_url) as nc:
+        sub = await nc.subscribe("s.>")
+        await nc.flush()
+        for _ in range(3):  # the first takes the checked path, the next two the fast one
+            await nc.publish("s.a", b"x" * 300)
+        await nc.publish("s.b", b"y", headers={"k": "v"})  # never the fast path
+        stats = nc.stats  # nothing written yet: this loop iteration has not ended
+        assert (stats.out_msgs, stats.out_bytes) == (4, 900 + 1 + len(b"NATS/1.0\r\nk: v\r\n\r\n"))
+        before = nc.stats
+        for _ in range(2000):  # 2 MB: four full write buffers go out on the way
+            await nc.publish("s.a", b"z" * 1024)
+        await nc.flush()
+        after = nc.stats
+        assert after.out_msgs - before.out_msgs == 2000
+        assert after.out_bytes - before.out_bytes == 2000 * 1024
+        assert nc.stats == after  # read twice, counted once
+        got = 0
+        while got < 2004:
+            got += len(await sub.take_many(timeout=10))
+        assert nc.stats.out_msgs == after.out_msgs
+
+
 async def test_many_subjects_and_sizes_publish_intact_with_bounded_caches(nats_url: str) -> None:
     # publish's fast path caches a head per subject and size: past its bounds (64 sizes
     # a subject, 1024 subjects; every cache emptied at 4096 subjects) every message
