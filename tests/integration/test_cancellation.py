@@ -41,6 +41,7 @@ from jetstream import (
 from jetstream.embedded import NatsServer
 from tests.faults.proxy import FaultProxy
 from tests.integration._consumer import eventually
+from tests.integration._wait import until
 
 pytestmark = pytest.mark.asyncio
 
@@ -97,14 +98,6 @@ async def none_on_server(js: JetStream, within: float = 10.0) -> None:
     while (left := await ephemerals(js)) and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.1)
     assert left == [], f"left on the server after {within:g} s"
-
-
-async def until(cond: Callable[[], bool], what: str) -> None:
-    """Wait (10 s at most) until ``cond()`` holds in the client."""
-    deadline = asyncio.get_running_loop().time() + 10
-    while not cond():
-        assert asyncio.get_running_loop().time() < deadline, what
-        await asyncio.sleep(0.01)
 
 
 @contextmanager

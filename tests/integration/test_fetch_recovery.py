@@ -20,6 +20,7 @@ from jetstream import Client, ConsumerConfig, JetStream, Msg, StreamConfig, Subs
 from jetstream.embedded import NatsServer
 from jetstream.errors import ConsumerNotFoundError
 from tests.integration._feed import feed, hmsg, sid_of
+from tests.integration._wait import until
 
 pytestmark = pytest.mark.asyncio
 
@@ -73,10 +74,7 @@ async def test_a_server_shutdown_does_not_end_the_fetch(nats_server: NatsServer)
             await nats_server.stop_async()
             # The server sent the 409 before it exited; the watcher's loop reads it a
             # moment later (on a loaded machine, after stop_async has returned).
-            deadline = asyncio.get_running_loop().time() + 10
-            while not any(b"409 Server Shutdown" in h for h in found):
-                assert asyncio.get_running_loop().time() < deadline, found
-                await asyncio.sleep(0.02)
+            await until(lambda: any(b"409 Server Shutdown" in h for h in found), "the 409 seen")
             assert not task.done()  # still waiting: it pulled again
             await asyncio.to_thread(nats_server.start)
             await js.publish("f", b"after", timeout=20)

@@ -8,7 +8,7 @@ a message left to ``ack_wait`` fails the test, however loaded the machine.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -17,6 +17,7 @@ import jetstream
 from jetstream import Client, Consumer, ConsumerConfig, JetStream, JsMsg, StreamConfig
 from jetstream.embedded import NatsServer
 from tests.integration._consumer import eventually
+from tests.integration._wait import until
 
 pytestmark = pytest.mark.asyncio
 
@@ -68,15 +69,6 @@ async def _two_pulls(nc: Client, c: Consumer) -> asyncio.Task[JsMsg]:
     return task
 
 
-async def _until(check: Callable[[], bool], what: str) -> None:
-    try:
-        async with asyncio.timeout(SOON):
-            while not check():
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"not {what} within {SOON:g} s") from None
-
-
 @pytest.mark.parametrize("call", ["next", "fetch"])
 async def test_a_loop_started_as_the_server_comes_back_gets_every_message_at_once(
     nats_server: NatsServer, call: str
@@ -119,11 +111,11 @@ async def test_a_pull_made_while_reconnecting_is_not_made_again(
 ) -> None:
     c = await _consumer(js, "B")
     await nats_server.stop_async()
-    await _until(lambda: not nc.is_connected, "disconnected")
+    await until(lambda: not nc.is_connected, "disconnected")
     task = asyncio.create_task(c.next(timeout=SOON * 2))
     await asyncio.sleep(0.1)  # the pull is in the reconnect buffer
     await nats_server.start_async()
-    await _until(lambda: nc.is_connected, "reconnected")
+    await until(lambda: nc.is_connected, "reconnected")
     await _waiting(c, 1)
     await asyncio.sleep(0.5)
     assert (await c.info()).num_waiting == 1  # the reconnect hook did not pull again
@@ -160,7 +152,7 @@ async def test_a_fetch_that_returned_keeps_its_other_pull_until_it_delivers(
     assert first.data == b"0"
     assert nc.subscription_count == before + 1  # its inbox lingers
     await js.publish("l", b"1")  # to the lingering pull, the only one waiting
-    await _until(lambda: nc.stats.stranded_naks == 1, "given back")
+    await until(lambda: nc.stats.stranded_naks == 1, "given back")
     assert nc.subscription_count == before  # all it owed came: gone
     m = await c.next(timeout=SOON)
     assert m.data == b"1" and m.metadata.num_delivered == 2
@@ -192,7 +184,7 @@ async def test_a_stopped_iterator_gives_back_its_buffer(nc: Client, js: JetStrea
     async with c.messages(max_messages=10, expires=SOON * 2) as it:
         first = await it.next(timeout=SOON)
         await first.ack_sync()
-        await _until(lambda: it.pending == 9, "the buffer filled")
+        await until(lambda: it.pending == 9, "the buffer filled")
     msgs = await c.fetch(9, expires=SOON)
     assert sorted(int(m.data) for m in msgs) == list(range(1, 10))
     assert nc.stats.stranded_naks == 9

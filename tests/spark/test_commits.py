@@ -32,8 +32,8 @@ def _commit_stream(url: str, name: str, rows: str) -> None:
     make_stream(url, name, [rows, f"{rows}c.>"], dedup=WINDOW, allow_atomic=True)
 
 
-def _outlive_the_window() -> None:
-    time.sleep(WINDOW + 0.5)
+def _outlive_the_window(window: float = WINDOW) -> None:
+    time.sleep(window + 0.5)
 
 
 def _settled(url: str, name: str, subject: str) -> int:
@@ -160,7 +160,7 @@ def test_without_commits_a_replay_after_the_window_is_stored_again(
     took = time.monotonic() - began
     assert took < window, f"the two writes took {took:.1f} s, longer than the window"
     assert stream_state(url, "CMWIN")[0] == 300  # within the window: deduplicated
-    time.sleep(window + 0.5)
+    _outlive_the_window(window)
     sink.write(df, "w:1")
     assert stream_state(url, "CMWIN")[0] == 600  # after it: stored twice
 

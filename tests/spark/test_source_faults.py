@@ -65,11 +65,12 @@ def read_with_fault(
     try:
         for row in rows:
             seqs.append(row[3])
-            if len(seqs) == at and not thread:
-                fault()
-            elif len(seqs) == at:
-                faulting = threading.Thread(target=fault)
-                faulting.start()
+            if len(seqs) == at:
+                if thread:
+                    faulting = threading.Thread(target=fault)
+                    faulting.start()
+                else:
+                    fault()
     finally:
         rows.close()
         if faulting is not None:
